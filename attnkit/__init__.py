@@ -1,0 +1,1 @@
+"""attnkit: a course kit on transformer attention."""

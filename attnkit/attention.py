@@ -1,0 +1,144 @@
+"""Scaled dot-product and multi-head attention, written from first principles.
+
+One set of axis names everywhere: batch, heads, q_pos (queries), k_pos (keys),
+d_model (residual width) and d_head (width of one head).
+
+Every MultiHeadAttention has a stable `name` ("enc.self.0", "dec.cross.1", ...) and
+two hooks that the analysis notebooks use:
+  * `capture(model)` records every head's `pattern` and `z` in one forward pass;
+  * `gate` / `z_fill` remove a head by zeroing (or mean-replacing) its z before W_O.
+"""
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from typing import Callable, Iterator, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def scaled_dot_product_attention(
+    q: Tensor,                      # (..., q_pos, d_head)
+    k: Tensor,                      # (..., k_pos, d_head)
+    v: Tensor,                      # (..., k_pos, d_v)
+    mask: Optional[Tensor] = None,  # bool, True = may attend; broadcasts to (..., q_pos, k_pos)
+    dropout_p: float = 0.0,
+    bias: Optional[Tensor] = None,  # float, added to the scores (ALiBi, relative buckets)
+) -> tuple[Tensor, Tensor]:
+    """softmax(q·kᵀ / √d_head + bias, masked) · v, returning (output, weights).
+
+    A query whose keys are all masked attends to nothing: its weights and its
+    output are zeros, never NaN (a plain softmax over -inf gives NaN there).
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., q_pos, k_pos)
+    if bias is not None:
+        scores = scores + bias
+    if mask is not None:
+        # The most negative finite number, not -inf: exp() of it is exactly 0,
+        # and a fully masked row stays finite (we zero it just below).
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = scores.softmax(dim=-1)
+    if mask is not None:
+        weights = weights * mask.any(dim=-1, keepdim=True)
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, p=dropout_p)
+    return weights @ v, weights
+
+
+def causal_mask(n_pos: int, device=None) -> Tensor:
+    """(q_pos, k_pos) bool: position i may attend to positions 0..i only."""
+    return torch.ones(n_pos, n_pos, dtype=torch.bool, device=device).tril()
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention with separate W_Q, W_K, W_V, W_O (all d_model × d_model)."""
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        if d_model % n_heads != 0:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
+        self.dropout = dropout
+        self.W_Q = nn.Linear(d_model, d_model, bias=bias)
+        self.W_K = nn.Linear(d_model, d_model, bias=bias)
+        self.W_V = nn.Linear(d_model, d_model, bias=bias)
+        self.W_O = nn.Linear(d_model, d_model, bias=bias)
+        self.name = "attn"                    # stable cache key, set by the owning model
+        self.cache: Optional[dict] = None     # a dict while capture() is active
+        self.gate: Optional[Tensor] = None    # (heads,) 1 = keep the head, 0 = remove it
+        self.z_fill: Optional[Tensor] = None  # (heads, d_head) what a removed head outputs
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        """(batch, pos, d_model) -> (batch, heads, pos, d_head)"""
+        batch, n_pos, _ = x.shape
+        return x.view(batch, n_pos, self.n_heads, self.d_head).transpose(1, 2)
+
+    def merge_heads(self, z: Tensor) -> Tensor:
+        """(batch, heads, pos, d_head) -> (batch, pos, d_model)"""
+        batch, _, n_pos, _ = z.shape
+        return z.transpose(1, 2).reshape(batch, n_pos, self.d_model)
+
+    def project_kv(self, x_kv: Tensor) -> tuple[Tensor, Tensor]:
+        """(batch, k_pos, d_model) -> keys, values, each (batch, heads, k_pos, d_head)"""
+        return self.split_heads(self.W_K(x_kv)), self.split_heads(self.W_V(x_kv))
+
+    def forward(
+        self,
+        x_q: Tensor,                                 # (batch, q_pos, d_model)
+        x_kv: Optional[Tensor] = None,               # (batch, k_pos, d_model); None = self-attention
+        key_padding_mask: Optional[Tensor] = None,   # (batch, k_pos) bool, True = padding (as nn.MultiheadAttention)
+        causal: bool = False,
+        attn_bias: Optional[Tensor] = None,          # (heads, q_pos, k_pos) additive bias
+        rotary: Optional[Callable[[Tensor], Tensor]] = None,  # rotates q and k (RoPE)
+        kv: Optional[tuple[Tensor, Tensor]] = None,  # keys, values from project_kv(): reused while decoding
+    ) -> Tensor:
+        q = self.split_heads(self.W_Q(x_q))
+        k, v = kv if kv is not None else self.project_kv(x_q if x_kv is None else x_kv)
+        if rotary is not None:
+            q, k = rotary(q), rotary(k)
+
+        mask = None  # (batch, 1, q_pos, k_pos), True = may attend
+        if key_padding_mask is not None:
+            mask = ~key_padding_mask[:, None, None, :]
+        if causal:
+            tri = causal_mask(k.size(2), x_q.device)[-x_q.size(1):]  # the last q_pos rows
+            mask = tri if mask is None else mask & tri
+
+        z, pattern = scaled_dot_product_attention(
+            q, k, v, mask, self.dropout if self.training else 0.0, attn_bias
+        )  # z: (batch, heads, q_pos, d_head), pattern: (batch, heads, q_pos, k_pos)
+
+        if self.gate is not None:  # ablation: blend each head's z towards its fill value
+            gate = self.gate.view(1, -1, 1, 1)
+            fill = 0.0 if self.z_fill is None else self.z_fill.view(1, self.n_heads, 1, self.d_head)
+            z = gate * z + (1 - gate) * fill
+        if self.cache is not None:
+            self.cache[f"{self.name}.pattern"] = pattern.detach()
+            self.cache[f"{self.name}.z"] = z.detach()
+        return self.W_O(self.merge_heads(z))
+
+
+def attention_modules(model: nn.Module) -> dict[str, MultiHeadAttention]:
+    """Every MultiHeadAttention in `model`, keyed by its stable name."""
+    return {m.name: m for m in model.modules() if isinstance(m, MultiHeadAttention)}
+
+
+@contextmanager
+def capture(model: nn.Module) -> Iterator[dict[str, Tensor]]:
+    """Record every head's pattern and z during the forward passes inside the block.
+
+    >>> with capture(model) as cache:
+    ...     model(src, tgt)
+    >>> cache["dec.cross.1.pattern"].shape   # (batch, heads, q_pos, k_pos)
+    """
+    cache: dict[str, Tensor] = {}
+    modules = list(attention_modules(model).values())
+    for m in modules:
+        m.cache = cache
+    try:
+        yield cache
+    finally:
+        for m in modules:
+            m.cache = None

@@ -1,0 +1,63 @@
+"""Checkpoints and result files: written atomically, loaded safely, checked loudly."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+FORMAT_VERSION = 1
+
+
+def atomic_write(path: Path, write) -> None:
+    """Call write(tmp_path), then rename over `path`: readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def save_json(path: Path, obj: Any) -> None:
+    atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(obj, indent=1) + "\n"))
+
+
+def save_checkpoint(path: Path, kind: str, config: dict, state_dict: dict, metrics: dict) -> None:
+    payload = {"format_version": FORMAT_VERSION, "kind": kind, "config": config,
+               "state_dict": state_dict, "metrics": metrics}
+    atomic_write(path, lambda tmp: torch.save(payload, tmp))
+
+
+def load_checkpoint(path: Path, kind: str) -> dict:
+    """The checkpoint's dict; ValueError if it is missing, corrupt or of another kind."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # truncated, not a zip, or holds non-tensor objects
+        raise ValueError(f"checkpoint {path} is corrupt or not an attnkit checkpoint: {e}") from e
+    if not isinstance(payload, dict) or payload.get("format_version") != FORMAT_VERSION:
+        raise ValueError(f"checkpoint {path} is not an attnkit checkpoint (format {FORMAT_VERSION})")
+    if payload.get("kind") != kind:
+        raise ValueError(f"checkpoint {path} holds a {payload.get('kind')!r} model, not {kind!r}")
+    return payload
+
+
+def load_state(model: torch.nn.Module, payload: dict, path: Path) -> None:
+    """load_state_dict with an error that says which config the checkpoint belongs to."""
+    try:
+        model.load_state_dict(payload["state_dict"])
+    except RuntimeError as e:
+        raise ValueError(
+            f"checkpoint {path} does not fit this model's config: it was saved with "
+            f"{payload.get('config')}. {str(e).splitlines()[0]}"
+        ) from e

@@ -1,0 +1,114 @@
+"""Training the adder: seeded, with a progress bar, stopping as soon as the target is met.
+
+Interrupting (Ctrl-C, or the notebook's stop button) keeps the best model so far:
+the loop catches KeyboardInterrupt, saves, and returns what it has.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from .checkpoint import save_checkpoint, save_json
+from .data import PAD, ProblemSampler, encode_sources, encode_targets, load_test_set, make_test_set, problem_keys
+from .evaluate import evaluate, greedy_correct
+from .model import Seq2SeqConfig, Seq2SeqTransformer
+
+
+@dataclass
+class TrainConfig:
+    seed: int = 0
+    batch_size: int = 256
+    lr: float = 3e-3
+    warmup_steps: int = 50        # linear warm-up, then constant
+    max_steps: int = 5000
+    eval_every: int = 100         # greedy check on the validation set
+    n_val: int = 2000             # validation problems, disjoint from the held-out test set
+    target: float = 0.999         # stop when validation greedy exact match reaches this
+    p_short: float = 0.2          # share of operands drawn with fewer digits
+
+
+@dataclass
+class TrainResult:
+    model: Seq2SeqTransformer
+    history: list = field(default_factory=list)   # one dict per evaluation
+    steps: int = 0
+    seconds: float = 0.0
+    interrupted: bool = False
+
+
+def validation_set(n: int, n_digits: int, exclude: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Uniform problems (like the test set) that are not in `exclude`."""
+    a, b = make_test_set(n + len(exclude), n_digits, seed=seed + 10_000)
+    keep = ~np.isin(problem_keys(a, b, n_digits), exclude)
+    return a[keep][:n], b[keep][:n]
+
+
+def train_adder(
+    model_cfg: Seq2SeqConfig = Seq2SeqConfig(),
+    train_cfg: TrainConfig = TrainConfig(),
+    out_path: Optional[Path] = None,
+    device: str = "cpu",
+    progress: bool = True,
+    model: Optional[torch.nn.Module] = None,
+) -> TrainResult:
+    """Train from scratch (or the given `model`, e.g. torch.nn.Transformer for a baseline)."""
+    torch.manual_seed(train_cfg.seed)
+    model = (model or Seq2SeqTransformer(model_cfg)).to(device)
+    n = model_cfg.n_digits
+    test_a, test_b = load_test_set() if n == 3 else make_test_set(n_digits=n)
+    test_keys = problem_keys(test_a, test_b, n)
+    val_a, val_b = validation_set(train_cfg.n_val, n, test_keys, train_cfg.seed)
+    sampler = ProblemSampler(n, np.concatenate([test_keys, problem_keys(val_a, val_b, n)]),
+                             train_cfg.seed, train_cfg.p_short)
+    opt = torch.optim.AdamW(model.parameters(), lr=train_cfg.lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / train_cfg.warmup_steps))
+
+    result = TrainResult(model)
+    best_acc, best_state = -1.0, None
+    start = time.perf_counter()
+    bar = tqdm(range(1, train_cfg.max_steps + 1), desc="training", disable=not progress)
+    try:
+        for step in bar:
+            model.train()
+            a, b = sampler.sample(train_cfg.batch_size)
+            src = encode_sources(a, b, n).to(device)
+            tgt = encode_targets(a + b, n, model_cfg.reverse_output).to(device)
+            logits = model(src, tgt[:, :-1])
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), tgt[:, 1:].reshape(-1), ignore_index=PAD)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+            result.steps = step
+            if step % train_cfg.eval_every == 0:
+                val_acc = float(greedy_correct(model, val_a, val_b).mean())
+                result.history.append({"step": step, "loss": float(loss), "val_exact_match": val_acc,
+                                       "seconds": time.perf_counter() - start})
+                bar.set_postfix(loss=f"{float(loss):.4f}", val_exact=f"{val_acc:.4f}")
+                if val_acc > best_acc:
+                    best_acc = val_acc
+                    best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+                if val_acc >= train_cfg.target:
+                    break
+    except KeyboardInterrupt:
+        result.interrupted = True
+    finally:
+        bar.close()
+    if best_state is not None:  # the best validated model, not merely the last one
+        model.load_state_dict(best_state)
+    result.seconds = time.perf_counter() - start
+    if out_path is not None and isinstance(model, Seq2SeqTransformer):
+        metrics = evaluate(model, test_a, test_b)
+        metrics.update(steps=result.steps, train_seconds=round(result.seconds, 1), interrupted=result.interrupted)
+        save_checkpoint(out_path, "adder", asdict(model_cfg), model.state_dict(), metrics)
+        save_json(Path(out_path).with_suffix(".json"),
+                  {"model_config": asdict(model_cfg), "train_config": asdict(train_cfg),
+                   "test_metrics": metrics, "history": result.history})
+    return result
