@@ -67,7 +67,7 @@ class MultiHeadAttention(nn.Module):
         self.W_O = nn.Linear(d_model, d_model, bias=bias)
         self.name = "attn"                    # stable cache key, set by the owning model
         self.cache: Optional[dict] = None     # a dict while capture() is active
-        self.gate: Optional[Tensor] = None    # (heads,) 1 = keep the head, 0 = remove it
+        self.gate: Optional[Tensor] = None    # (heads,) or (batch, heads): 1 = keep the head, 0 = remove it
         self.z_fill: Optional[Tensor] = None  # (heads, d_head) what a removed head outputs
 
     def split_heads(self, x: Tensor) -> Tensor:
@@ -111,7 +111,7 @@ class MultiHeadAttention(nn.Module):
         )  # z: (batch, heads, q_pos, d_head), pattern: (batch, heads, q_pos, k_pos)
 
         if self.gate is not None:  # ablation: blend each head's z towards its fill value
-            gate = self.gate.view(1, -1, 1, 1)
+            gate = self.gate.view(-1, self.n_heads, 1, 1)  # per head, or per sample and head
             fill = 0.0 if self.z_fill is None else self.z_fill.view(1, self.n_heads, 1, self.d_head)
             z = gate * z + (1 - gate) * fill
         if self.cache is not None:

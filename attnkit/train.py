@@ -5,6 +5,7 @@ the loop catches KeyboardInterrupt, saves, and returns what it has.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,8 +27,8 @@ class TrainConfig:
     seed: int = 0
     batch_size: int = 256
     lr: float = 3e-3
-    warmup_steps: int = 50        # linear warm-up, then constant
-    max_steps: int = 5000
+    warmup_steps: int = 50        # linear warm-up ...
+    max_steps: int = 1500         # ... then cosine decay to lr/10 at max_steps
     eval_every: int = 100         # greedy check on the validation set
     n_val: int = 2000             # validation problems, disjoint from the held-out test set
     target: float = 0.999         # stop when validation greedy exact match reaches this
@@ -41,6 +42,14 @@ class TrainResult:
     steps: int = 0
     seconds: float = 0.0
     interrupted: bool = False
+
+
+def lr_factor(step: int, cfg: TrainConfig) -> float:
+    """Warm-up, then cosine from 1 to 0.1: a decaying rate settles the last digit errors."""
+    if step < cfg.warmup_steps:
+        return (step + 1) / cfg.warmup_steps
+    progress = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps))
+    return 0.1 + 0.45 * (1 + math.cos(math.pi * progress))
 
 
 def validation_set(n: int, n_digits: int, exclude: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -68,7 +77,7 @@ def train_adder(
     sampler = ProblemSampler(n, np.concatenate([test_keys, problem_keys(val_a, val_b, n)]),
                              train_cfg.seed, train_cfg.p_short)
     opt = torch.optim.AdamW(model.parameters(), lr=train_cfg.lr, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / train_cfg.warmup_steps))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, train_cfg))
 
     result = TrainResult(model)
     best_acc, best_state = -1.0, None
@@ -89,9 +98,9 @@ def train_adder(
             result.steps = step
             if step % train_cfg.eval_every == 0:
                 val_acc = float(greedy_correct(model, val_a, val_b).mean())
-                result.history.append({"step": step, "loss": float(loss), "val_exact_match": val_acc,
+                result.history.append({"step": step, "loss": loss.item(), "val_exact_match": val_acc,
                                        "seconds": time.perf_counter() - start})
-                bar.set_postfix(loss=f"{float(loss):.4f}", val_exact=f"{val_acc:.4f}")
+                bar.set_postfix(loss=f"{loss.item():.4f}", val_exact=f"{val_acc:.4f}")
                 if val_acc > best_acc:
                     best_acc = val_acc
                     best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}

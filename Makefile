@@ -1,0 +1,47 @@
+# attnkit: `make lab` to learn, `make test` to check everything. See README.md.
+PYTHON   ?= python3.11
+VENV     := .venv
+PY       := $(VENV)/bin/python
+STAMP    := $(VENV)/.installed
+CHROMIUM ?= /usr/bin/chromium
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
+
+.PHONY: setup lab test chromium data bench
+
+setup: $(STAMP)
+
+# The environment is rebuilt whenever pyproject.toml (the one list of pinned packages) changes.
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "make: $(PYTHON) not found; install Python 3.11 (or: make PYTHON=/path/to/python3.11 ...)"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+lab: setup
+	$(VENV)/bin/jupyter lab $(ROOT_FLAG) notebooks/
+
+# Unit tests, then every notebook under nbval: notebooks are committed without outputs, so
+# --nbval-lax runs every cell and their assert cells carry the checks; --dist loadfile keeps
+# each notebook's cells on one worker (one kernel, in order).
+test: setup chromium
+	CHROMIUM=$(CHROMIUM) $(PY) -m pytest -n 2 --dist loadfile --nbval-lax tests notebooks
+
+# Headless Chromium for the browser test, from the system's packages.
+chromium:
+	@if [ -x "$(CHROMIUM)" ]; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null; then \
+		echo "make: Chromium not found at $(CHROMIUM); install it and run: make test CHROMIUM=/path/to/chromium"; exit 1; \
+	elif [ "$$(id -u)" = 0 ]; then SUDO=; \
+	elif command -v sudo >/dev/null; then SUDO=sudo; \
+	else echo "make: Chromium is missing and installing it needs root: apt-get install chromium"; exit 1; fi; \
+	echo "Installing Chromium for the browser test..."; \
+	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null
+
+# Regenerate every committed checkpoint and result file in data/ (long: minutes each).
+data: setup
+	$(PY) -m attnkit train adder
+	$(PY) -m attnkit train sortedness
+	$(PY) -m attnkit study ablation
+
+bench: setup
+	@for script in benchmarks/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done

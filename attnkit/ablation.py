@@ -1,0 +1,674 @@
+"""Head ablation and pruning: which of the adder's 24 heads matter, alone and together.
+
+    with adder.ablate(["dec.cross.1.2", "enc.self.0.3"], mode="zero"):  # or mode="mean"
+        adder.solve(["663+497"])
+
+A removed head's z (its output before W_O) is replaced, for every query position:
+  * "zero": by 0;
+  * "mean": by its mean z over the held-out set (`mean_z`): the average over every real
+    query position (encoder: every non-padding source token; decoder: <s> and each answer
+    digit, read with the true answer fed in), per head, shape (heads, d_head).
+Every study measures greedy exact match on the held-out set and refuses a model below 99 %
+(`check_baseline`): ablating a broken model measures nothing.
+
+Speed: a problem is greedily right iff, with the true answer fed in (teacher forcing), the
+argmax is right at every position, because then greedy decoding feeds itself exactly the
+true prefix. So one decoder pass replaces five decoding steps; the encoder runs once for
+all decoder-head ablations; several ablations share one batch through per-sample gates.
+Where a logit margin is too thin to trust that shortcut, the problem is decoded greedily.
+"""
+from __future__ import annotations
+
+import hashlib
+import warnings
+import weakref
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator, Optional, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .attention import attention_modules, capture
+from .checkpoint import save_json
+from .data import DATA_DIR, PAD, carry_stats, encode_sources, encode_targets, load_test_set
+
+MODES = ("zero", "mean")
+MIN_BASELINE = 0.99      # below this, the studies refuse the model (unless forced)
+THRESHOLD_POINTS = 1.0   # a head (or set) is prunable when removing it costs < 1 point
+RESULTS_PATH = DATA_DIR / "ablation_results.json"
+CARRY_GROUPS = {"no_carry": "no carry", "carry": "≥ 1 carry", "chain_2plus": "carry chain ≥ 2"}
+_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # model -> per-model results
+
+
+class BaselineTooLowError(ValueError):
+    """The model is not accurate enough for its ablations to mean anything."""
+
+
+def _model(adder):
+    return getattr(adder, "model", adder)  # an Adder or a bare Seq2SeqTransformer
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+
+
+def parse_heads(model, heads: Sequence[str]) -> dict[str, list[int]]:
+    """["dec.cross.1.2", ...] -> {"dec.cross.1": [2], ...}; ValueError listing the valid ids."""
+    valid = _model(model).heads
+    heads = [heads] if isinstance(heads, str) else list(heads)
+    unknown = [h for h in heads if h not in valid]
+    if unknown:
+        raise ValueError(f"unknown head id(s) {unknown}; the valid ids are: {', '.join(valid)}")
+    by_module: dict[str, list[int]] = {}
+    for h in heads:
+        name, index = h.rsplit(".", 1)
+        by_module.setdefault(name, []).append(int(index))
+    return by_module
+
+
+def _per_model(model) -> dict:
+    """A cache for this model's mean z and baseline, emptied when its weights change."""
+    fingerprint = tuple((p.data_ptr(), p._version) for p in model.parameters())
+    entry = _CACHE.get(model)
+    if entry is None or entry["fingerprint"] != fingerprint:
+        entry = _CACHE[model] = {"fingerprint": fingerprint}
+    return entry
+
+
+def state_hash(adder) -> str:
+    """sha256 of the weights: ties a results file to the checkpoint it was measured on."""
+    h = hashlib.sha256()
+    for name, t in sorted(_model(adder).state_dict().items()):
+        h.update(name.encode())
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+@contextmanager
+def _no_gates(model) -> Iterator[dict]:
+    """Clear every gate inside the block (the studies start from the intact model)."""
+    modules = attention_modules(model)
+    saved = {n: (m.gate, m.z_fill) for n, m in modules.items()}
+    try:
+        for m in modules.values():
+            m.gate, m.z_fill = None, None
+        yield modules
+    finally:
+        for n, (gate, fill) in saved.items():
+            modules[n].gate, modules[n].z_fill = gate, fill
+
+
+@dataclass
+class Problems:
+    """Held-out problems as tensors: source ids, decoder input, and the answer it must write."""
+    src: Tensor     # (batch, src_pos)
+    tgt_in: Tensor  # (batch, tgt_pos - 1): <s> + answer, as fed in under teacher forcing
+    gold: Tensor    # (batch, tgt_pos - 1): the tokens to predict; PAD = nothing to predict
+
+    @classmethod
+    def from_operands(cls, model, a: np.ndarray, b: np.ndarray) -> "Problems":
+        cfg, device = model.cfg, next(model.parameters()).device
+        tgt = encode_targets(np.asarray(a) + np.asarray(b), cfg.n_digits, cfg.reverse_output).to(device)
+        return cls(encode_sources(a, b, cfg.n_digits).to(device), tgt[:, :-1], tgt[:, 1:])
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+
+def _problems(model, a, b) -> Problems:
+    if a is None:
+        a, b = load_test_set()
+    return Problems.from_operands(model, a, b)
+
+
+@torch.no_grad()
+def mean_z(adder, a: Optional[np.ndarray] = None, b: Optional[np.ndarray] = None) -> dict[str, Tensor]:
+    """Per attention module, (heads, d_head): each head's mean z over every real query
+    position of the held-out set (see the module docstring); computed once per model."""
+    model = _model(adder)
+    entry = _per_model(model) if a is None else {}
+    if "mean_z" in entry:
+        return entry["mean_z"]
+    p = _problems(model, a, b)
+    sums, counts = {}, {}
+    with _no_gates(model) as modules:
+        for src, tgt_in, gold in zip(p.src.split(4096), p.tgt_in.split(4096), p.gold.split(4096)):
+            with capture(model) as cache:
+                model(src, tgt_in)
+            for name in modules:
+                real = (src != PAD) if name.startswith("enc.") else (gold != PAD)  # (batch, q_pos)
+                z = cache[f"{name}.z"].double() * real[:, None, :, None]
+                sums[name] = sums.get(name, 0) + z.sum(dim=(0, 2))
+                counts[name] = counts.get(name, 0) + int(real.sum())
+    means = {name: (sums[name] / counts[name]).float() for name in sums}
+    entry["mean_z"] = means
+    return means
+
+
+@contextmanager
+def ablate(adder, heads: Sequence[str], mode: str = "zero") -> Iterator:
+    """Remove `heads` inside the block; the model is restored on exit, also on an exception.
+
+    Nested blocks compose: an inner block removes its heads on top of the outer ones.
+    """
+    _check_mode(mode)
+    model = _model(adder)
+    by_module = parse_heads(model, heads)
+    fills = mean_z(model) if mode == "mean" else None
+    modules = attention_modules(model)
+    saved = {n: (m.gate, m.z_fill) for n, m in modules.items()}
+    try:
+        for name, indices in by_module.items():
+            m = modules[name]
+            keep = torch.ones(m.n_heads, device=m.W_O.weight.device)
+            keep[indices] = 0.0
+            fill = None if fills is None else fills[name]
+            if m.gate is not None:  # an outer ablation: keep its removed heads and their fill
+                old = m.z_fill if m.z_fill is not None else torch.zeros(m.n_heads, m.d_head, device=keep.device)
+                fill = torch.where(keep[:, None] == 0, 0.0 if fill is None else fill, old)
+                keep = m.gate * keep
+            m.gate, m.z_fill = keep, fill
+        yield adder
+    finally:
+        for n, (gate, fill) in saved.items():
+            modules[n].gate, modules[n].z_fill = gate, fill
+
+
+# ---------------------------------------------------------------------------------------
+# Evaluating many ablations at once
+# ---------------------------------------------------------------------------------------
+
+@torch.no_grad()
+def plain_matches(adder, problems: Problems, configs: Sequence[Sequence[str]], mode: str = "zero") -> np.ndarray:
+    """(configs, batch) bool, the reference way: greedy-decode once per ablation."""
+    model = _model(adder)
+    out = []
+    with _no_gates(model):
+        for heads in configs:
+            with ablate(model, heads, mode):
+                pred = model.greedy(problems.src)
+            out.append(((pred == problems.gold) | (problems.gold == PAD)).all(dim=1).cpu().numpy())
+    return np.stack(out)
+
+
+def _first_layer(model, keep: dict) -> tuple[int, int]:
+    """Where an ablation first changes the computation: (0, L) encoder layer L, (1, L) decoder
+    layer L; (2, 0) for no ablation. Everything before that point is the intact model's."""
+    enc = [int(n.rsplit(".", 1)[1]) for n in keep if n.startswith("enc.")]
+    dec = [int(n.rsplit(".", 1)[1]) for n in keep if n.startswith("dec.")]
+    return (0, min(enc)) if enc else (1, min(dec)) if dec else (2, 0)
+
+
+@torch.no_grad()
+def _intact_run(model, p: Problems, rows: int) -> dict:
+    """The intact model's input to every encoder and decoder layer, its memory and logits."""
+    saved: dict[str, list] = {}
+    hooks = [layer.register_forward_pre_hook(lambda mod, args, key=f"{side}{i}": saved.setdefault(key, []).append(args[0]))
+             for side, stack in (("enc", model.encoder), ("dec", model.decoder)) for i, layer in enumerate(stack)]
+    try:
+        memory, logits = [], []
+        for src, tgt_in in zip(p.src.split(rows), p.tgt_in.split(rows)):
+            memory.append(model.encode(src))
+            logits.append(model.decode(tgt_in, memory[-1], src == PAD))
+    finally:
+        for h in hooks:
+            h.remove()
+    run = {key: torch.cat(parts) for key, parts in saved.items()}
+    run["memory"], run["logits"] = torch.cat(memory), torch.cat(logits)
+    return run
+
+
+def _run_from(model, run: dict, start: tuple[int, int], r: slice, src_pad: Tensor, k: int) -> Tensor:
+    """Logits for k stacked copies of problems r, recomputed from `start` on (gates set)."""
+    side, layer = start
+    if side == 2:
+        return run["logits"][r].repeat(k, 1, 1)
+    if side == 0:  # an encoder head: the encoder from that layer on, then the whole decoder
+        x = run[f"enc{layer}"][r].repeat(k, 1, 1)
+        for enc_layer in model.encoder[layer:]:
+            x = enc_layer(x, src_pad)
+        memory, layer = model.ln_enc(x), 0
+    else:
+        memory = run["memory"][r].repeat(k, 1, 1)
+    y = run[f"dec{layer}"][r].repeat(k, 1, 1)
+    for dec_layer in model.decoder[layer:]:
+        y = dec_layer(y, memory, src_pad, None)
+    return model.unembed(model.ln_dec(y))
+
+
+@torch.no_grad()
+def fast_matches(adder, problems: Problems, configs: Sequence[Sequence[str]], mode: str = "zero",
+                 rows: int = 8192, margin: float = 1e-3) -> np.ndarray:
+    """Same as `plain_matches` (exactly: see the module docstring), several times faster.
+
+    Teacher forcing fixes every layer's input, so an ablation is recomputed only from the
+    first layer it touches on; the intact model's layer inputs are computed once. Ablations
+    that start at the same layer share batches through per-sample gates (batch, heads).
+    `rows` bounds one batch (problems × ablations); `margin` is the smallest top-1 minus
+    top-2 logit gap trusted to decide a token without decoding greedily.
+    """
+    _check_mode(mode)
+    model = _model(adder)
+    fills = mean_z(model) if mode == "mean" else None
+    keeps = []  # per ablation: {module: (heads,) 1 = keep}
+    for heads in configs:
+        keep = {}
+        for name, idx in parse_heads(model, heads).items():
+            keep.setdefault(name, torch.ones(model.cfg.n_heads, device=problems.src.device))[idx] = 0.0
+        keeps.append(keep)
+    n = len(problems)
+    out = np.zeros((len(configs), n), dtype=bool)
+    unsure: dict[int, list] = {}  # ablation -> problems to decode greedily
+    starts = [_first_layer(model, k) for k in keeps]
+    with _no_gates(model) as modules:
+        run = _intact_run(model, problems, rows)
+        chunk = min(n, rows)
+        per_block = max(1, rows // chunk)
+        for start in sorted(set(starts)):
+            group = [i for i, s in enumerate(starts) if s == start]
+            for c0 in range(0, len(group), per_block):
+                block = group[c0:c0 + per_block]
+                for r0 in range(0, n, chunk):
+                    r = slice(r0, min(n, r0 + chunk))
+                    size, k = r.stop - r.start, len(block)
+                    for name, m in modules.items():  # ablation j owns rows j*size ... (j+1)*size - 1
+                        if any(name in keeps[j] for j in block):
+                            ones = torch.ones(m.n_heads, device=problems.src.device)
+                            g = torch.stack([keeps[j].get(name, ones) for j in block])
+                            m.gate, m.z_fill = g.repeat_interleave(size, dim=0), None if fills is None else fills[name]
+                        else:
+                            m.gate, m.z_fill = None, None
+                    logits = _run_from(model, run, start, r, (problems.src[r] == PAD).repeat(k, 1), k)
+                    right, doubt = _decide(logits, problems.gold[r].repeat(k, 1), margin)
+                    for j, cfg in enumerate(block):
+                        out[cfg, r] = right[j * size:(j + 1) * size]
+                        idx = np.flatnonzero(doubt[j * size:(j + 1) * size])
+                        if len(idx):
+                            unsure.setdefault(cfg, []).extend((idx + r.start).tolist())
+    for cfg, idx in unsure.items():  # thin margins: decode those few problems greedily
+        sub = Problems(problems.src[idx], problems.tgt_in[idx], problems.gold[idx])
+        out[cfg, idx] = plain_matches(model, sub, [configs[cfg]], mode)[0]
+    return out
+
+
+def _decide(logits: Tensor, gold: Tensor, margin: float) -> tuple[np.ndarray, np.ndarray]:
+    """Greedy exact match from teacher-forced logits: (right, unsure), each (batch,) bool.
+    `gold`'s real positions (not PAD) must come first in each row, as answers do.
+
+    At the first position not cleanly right, greedy decoding has fed itself the true prefix,
+    so its logits there are these: a clear wrong argmax means wrong; a thin margin, unsure.
+    """
+    top = logits.topk(2, dim=-1).values
+    sure = (top[..., 0] - top[..., 1]) > margin
+    real = gold != PAD
+    hit = logits.argmax(-1) == gold
+    ok = ~real | (hit & sure)
+    bad = ~ok
+    first = bad.int().argmax(dim=1, keepdim=True)  # first position not cleanly right
+    any_bad = bad.any(dim=1)
+    clearly_wrong = (real & ~hit & sure).gather(1, first).squeeze(1)
+    right = ~any_bad
+    unsure = any_bad & ~clearly_wrong
+    return right.cpu().numpy(), unsure.cpu().numpy()
+
+
+# ---------------------------------------------------------------------------------------
+# The studies
+# ---------------------------------------------------------------------------------------
+
+def check_baseline(adder, force: bool = False, threshold: float = MIN_BASELINE) -> float:
+    """Greedy exact match on the held-out set; raises below `threshold` unless forced."""
+    model = _model(adder)
+    entry = _per_model(model)
+    if "baseline" not in entry:
+        p = _problems(model, None, None)
+        entry["baseline"] = float(plain_matches(model, p, [[]])[0].mean())
+    acc = entry["baseline"]
+    if acc < threshold:
+        msg = (f"this model's greedy exact match on the held-out set is {100 * acc:.2f} %, below {100 * threshold:g} %: "
+               f"ablating a broken model measures nothing (its heads are not doing the task yet). "
+               f"Train it first (`python -m attnkit train adder`), or pass force=True to measure anyway.")
+        if not force:
+            raise BaselineTooLowError(msg)
+        warnings.warn(msg, stacklevel=2)
+    return acc
+
+
+def sweep_matrix(adder, mode: str = "zero", problems: Optional[Problems] = None) -> np.ndarray:
+    """(1 + heads, batch) bool: row 0 the intact model, row 1 + i with head i removed."""
+    model = _model(adder)
+    problems = problems or _problems(model, None, None)
+    return fast_matches(model, problems, [[]] + [[h] for h in model.heads], mode)
+
+
+def single_head_sweep(adder, mode: str = "zero", force: bool = False,
+                      correct: Optional[np.ndarray] = None) -> dict:
+    """Remove each head alone: its drop in points, the ranking, critical vs redundant heads."""
+    check_baseline(adder, force)
+    heads = _model(adder).heads
+    correct = sweep_matrix(adder, mode) if correct is None else correct
+    acc = correct.mean(axis=1)
+    drops = {h: 100 * float(acc[0] - acc[i + 1]) for i, h in enumerate(heads)}
+    ranking = sorted(heads, key=lambda h: -drops[h])  # stable: ties keep head order
+    redundant = [h for h in heads if drops[h] < THRESHOLD_POINTS]
+    return {
+        "mode": mode, "n": int(correct.shape[1]), "baseline": float(acc[0]),
+        "accuracy": {h: float(acc[i + 1]) for i, h in enumerate(heads)},
+        "drop_points": drops, "ranking": ranking,
+        "critical": [h for h in ranking if drops[h] >= THRESHOLD_POINTS],
+        "redundant": redundant,
+        "share_prunable_one_at_a_time": len(redundant) / len(heads),
+    }
+
+
+def pruning_subset(n: int = 2000, seed: int = 0, total: int = 10_000) -> np.ndarray:
+    """The fixed subset of the held-out set that the joint-pruning search runs on."""
+    return np.sort(np.random.default_rng(seed).choice(total, size=min(n, total), replace=False))
+
+
+def prune_order(adder, problems: Problems, mode: str = "zero", progress=None) -> tuple[list[str], list[float]]:
+    """Greedy joint pruning: remove, one at a time, the head whose removal hurts least
+    (re-measured after every removal). Returns the order and the accuracy after each step."""
+    model = _model(adder)
+    removed, remaining = [], list(model.heads)
+    curve = [float(fast_matches(model, problems, [[]], mode)[0].mean())]
+    while remaining:
+        acc = fast_matches(model, problems, [removed + [h] for h in remaining], mode).mean(axis=1)
+        best = int(np.argmax(acc))  # the first of equals: deterministic
+        removed.append(remaining.pop(best))
+        curve.append(float(acc[best]))
+        if progress is not None:
+            progress.update(1)
+    return removed, curve
+
+
+def joint_pruning(adder, mode: str = "zero", subset: int = 2000, seed: int = 0,
+                  force: bool = False, progress=None) -> dict:
+    """The pruning curve, searched on a fixed subset and re-measured on the full held-out set;
+    the largest set of heads removable together at < 1 point loss (full set)."""
+    check_baseline(adder, force)
+    model = _model(adder)
+    a, b = load_test_set()
+    idx = pruning_subset(subset, seed, len(a))
+    order, curve_subset = prune_order(model, Problems.from_operands(model, a[idx], b[idx]), mode, progress)
+    full = fast_matches(model, _problems(model, a, b), [order[:k] for k in range(len(order) + 1)], mode).mean(axis=1)
+    loss = [100 * float(full[0] - x) for x in full]
+    largest = max(k for k in range(len(order) + 1) if loss[k] < THRESHOLD_POINTS)
+    return {
+        "mode": mode, "subset": {"n": len(idx), "seed": seed}, "order": order,
+        "accuracy_subset": curve_subset, "accuracy_full": [float(x) for x in full], "loss_points_full": loss,
+        "largest_prunable": largest, "prunable_set": order[:largest],
+        "share_prunable_jointly": largest / len(order),
+    }
+
+
+def gradient_importance(adder, mode: str = "zero", force: bool = False, a: Optional[np.ndarray] = None,
+                        b: Optional[np.ndarray] = None, chunk: int = 2000) -> dict:
+    """Michel et al. (2019): I_h = mean over problems of |∂L/∂gate_h| at gate = 1, with L the
+    problem's teacher-forced cross-entropy (summed over its answer tokens); then each layer's
+    scores divided by their L2 norm. In "mean" mode the gate blends z towards the mean.
+    On (a, b), by default the held-out set."""
+    check_baseline(adder, force)
+    model = _model(adder)
+    fills = mean_z(model) if mode == "mean" else None
+    p = _problems(model, a, b)
+    totals: dict[str, Tensor] = {}
+    with _no_gates(model) as modules, torch.enable_grad():
+        for src, tgt_in, gold in zip(p.src.split(chunk), p.tgt_in.split(chunk), p.gold.split(chunk)):
+            gates = {}
+            for name, m in modules.items():  # per-sample gates: each problem's own gradient
+                gates[name] = torch.ones(len(src), m.n_heads, device=src.device, requires_grad=True)
+                m.gate, m.z_fill = gates[name], None if fills is None else fills[name]
+            logits = model(src, tgt_in)
+            loss = F.cross_entropy(logits.flatten(0, 1), gold.flatten(), ignore_index=PAD, reduction="sum")
+            grads = torch.autograd.grad(loss, list(gates.values()))  # leaves the weights' .grad alone
+            for name, g in zip(gates, grads):
+                totals[name] = totals.get(name, 0) + g.abs().double().sum(dim=0)
+    raw = {name: t / len(p) for name, t in totals.items()}
+    norm = {name: t / t.norm() for name, t in raw.items()}
+    flat = lambda d: {f"{name}.{h}": float(t[h]) for name, t in d.items() for h in range(len(t))}
+    return {"mode": mode, "raw": flat(raw), "normalised": flat(norm)}
+
+
+def rank_correlation(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman's rho: the Pearson correlation of the ranks (ties share their mean rank)."""
+    def ranks(v):
+        v = np.asarray(v, dtype=float)
+        order = np.argsort(v, kind="stable")
+        r = np.empty(len(v))
+        r[order] = np.arange(len(v), dtype=float)
+        for value in np.unique(v):  # ties: the mean of their ranks
+            r[v == value] = r[v == value].mean()
+        return r
+    rx, ry = ranks(x), ranks(y)
+    if rx.std() == 0 or ry.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def compare_rankings(importance: dict, sweep: dict) -> dict:
+    """How well gradient importance predicts the ablation drop, head by head."""
+    heads = list(sweep["drop_points"])
+    drops = [sweep["drop_points"][h] for h in heads]
+    k = max(1, len(sweep["critical"]))
+    top = sorted(heads, key=lambda h: -importance["normalised"][h])[:k]
+    return {
+        "spearman_normalised": rank_correlation([importance["normalised"][h] for h in heads], drops),
+        "spearman_raw": rank_correlation([importance["raw"][h] for h in heads], drops),
+        "top_k": k, "top_k_by_importance": top,
+        "top_k_overlap_with_critical": len(set(top) & set(sweep["critical"][:k])),
+    }
+
+
+def carry_breakdown(adder, mode: str = "zero", force: bool = False, correct: Optional[np.ndarray] = None) -> dict:
+    """Each head's drop on problems with no carry, with carries, and with a carry chain ≥ 2;
+    the carry-dependent heads: those that cost ≥ 1 point more with carries than without."""
+    check_baseline(adder, force)
+    model = _model(adder)
+    a, b = load_test_set()
+    correct = sweep_matrix(model, mode) if correct is None else correct
+    n_carries, chain = carry_stats(a, b, model.cfg.n_digits)
+    groups = {"no_carry": n_carries == 0, "carry": n_carries >= 1, "chain_2plus": chain >= 2}
+    acc = {g: correct[:, mask].mean(axis=1) for g, mask in groups.items()}
+    drops = {h: {g: 100 * float(acc[g][0] - acc[g][i + 1]) for g in groups} for i, h in enumerate(model.heads)}
+    gap = {h: d["carry"] - d["no_carry"] for h, d in drops.items()}
+    dependent = sorted((h for h in gap if gap[h] >= THRESHOLD_POINTS), key=lambda h: -gap[h])
+    return {
+        "mode": mode, "groups": {g: {"n": int(m.sum()), "baseline": float(acc[g][0])} for g, m in groups.items()},
+        "drop_points": drops, "carry_minus_no_carry": gap, "carry_dependent": dependent,
+    }
+
+
+def run_studies(adder=None, path=RESULTS_PATH, force: bool = False, subset: int = 2000, progress: bool = True) -> dict:
+    """Every study in both modes, saved to data/ablation_results.json (`python -m attnkit study ablation`)."""
+    from tqdm.auto import tqdm
+    from .adder import CHECKPOINT, Adder
+    adder = Adder.load(CHECKPOINT) if adder is None else adder
+    model = _model(adder)
+    baseline = check_baseline(model, force)
+    n_heads = len(model.heads)
+    results = {
+        "format_version": 1, "state_sha256": state_hash(model), "baseline": baseline,
+        "n_test": len(load_test_set()[0]), "threshold_points": THRESHOLD_POINTS,
+        "definitions": {
+            "metric": "greedy exact match on data/adder_test.txt (whole answer and </s> right)",
+            "zero": "the head's z (before W_O) set to 0 at every query position",
+            "mean": "the head's z replaced by its mean over every real query position of the held-out "
+                    "set (encoder: non-padding source tokens; decoder: <s> and answer digits, teacher-forced)",
+            "joint_pruning": f"greedy search on a fixed subset of {subset} held-out problems "
+                             "(pruning_subset(seed=0)); every prefix re-measured on the full set",
+            "importance": "Michel et al. 2019: mean |dL/dgate| over the held-out set, L2-normalised per layer",
+        },
+        "modes": {},
+    }
+    steps = len(MODES) * (n_heads + 3)
+    with tqdm(total=steps, desc="ablation studies", disable=not progress) as bar:
+        for mode in MODES:
+            correct = sweep_matrix(model, mode)
+            bar.update(1)
+            sweep = single_head_sweep(model, mode, force, correct)
+            carries = carry_breakdown(model, mode, force, correct)
+            joint = joint_pruning(model, mode, subset, force=force, progress=bar)
+            bar.update(1)
+            importance = gradient_importance(model, mode, force)
+            bar.update(1)
+            results["modes"][mode] = {"single_head": sweep, "joint_pruning": joint, "importance": importance,
+                                      "importance_vs_ablation": compare_rankings(importance, sweep),
+                                      "carries": carries}
+    results = _rounded(results)
+    save_json(path, results)
+    return results
+
+
+def _rounded(obj, digits: int = 6):
+    """Floats to `digits` significant digits: the file does not change with float noise."""
+    if isinstance(obj, float):
+        return float(f"{obj:.{digits}g}")
+    if isinstance(obj, dict):
+        return {k: _rounded(v, digits) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_rounded(v, digits) for v in obj]
+    return obj
+
+
+# ---------------------------------------------------------------------------------------
+# Tables and figures (from the results dict, fresh or loaded from the JSON)
+# ---------------------------------------------------------------------------------------
+
+KINDS = ("enc.self", "dec.self", "dec.cross")
+
+
+def load_results(path=RESULTS_PATH) -> dict:
+    import json
+    from pathlib import Path
+    if not Path(path).exists():
+        raise FileNotFoundError(f"no results at {path}: run `python -m attnkit study ablation`")
+    return json.loads(Path(path).read_text())
+
+
+def head_table(results: dict):
+    """One row per head: its drop and gradient importance in each mode, and its carry gap."""
+    import pandas as pd
+    cols = {}
+    for mode, r in results["modes"].items():
+        cols[f"drop {mode}"] = r["single_head"]["drop_points"]
+        cols[f"importance {mode}"] = r["importance"]["normalised"]
+        cols[f"carry gap {mode}"] = r["carries"]["carry_minus_no_carry"]
+    return pd.DataFrame(cols).rename_axis("head")
+
+
+def carry_table(results: dict, mode: str = "zero", heads: Optional[Sequence[str]] = None):
+    """Per head, its drop (points) on each carry group, and carry minus no-carry."""
+    import pandas as pd
+    c = results["modes"][mode]["carries"]
+    heads = list(c["drop_points"]) if heads is None else list(heads)
+    table = pd.DataFrame({CARRY_GROUPS[g]: [c["drop_points"][h][g] for h in heads] for g in CARRY_GROUPS},
+                         index=pd.Index(heads, name=f"head ({mode})"))
+    table["carry − no carry"] = [c["carry_minus_no_carry"][h] for h in heads]
+    return table
+
+
+def _figure(w: float, h: float):
+    from matplotlib.figure import Figure
+    return Figure(figsize=(w, h), layout="constrained")
+
+
+def plot_drops(results: dict):
+    """Bar chart: each head's drop when removed alone, both modes, in the zero-mode order."""
+    modes = list(results["modes"])
+    order = results["modes"][modes[0]]["single_head"]["ranking"]
+    fig = _figure(11, 4)
+    ax = fig.add_subplot()
+    width = 0.8 / len(modes)
+    for i, mode in enumerate(modes):
+        drops = [results["modes"][mode]["single_head"]["drop_points"][h] for h in order]
+        ax.bar(np.arange(len(order)) + (i - (len(modes) - 1) / 2) * width, drops, width, label=f"{mode} ablation")
+    ax.axhline(THRESHOLD_POINTS, color="k", ls="--", lw=1, label=f"{THRESHOLD_POINTS:g}-point line: critical above")
+    ax.set_yscale("symlog", linthresh=1)
+    ax.set_xticks(range(len(order)), order, rotation=60, ha="right", fontsize=8)
+    ax.set_xlabel("head removed (kind.layer.head)")
+    ax.set_ylabel("drop in greedy exact match (points, symlog)")
+    ax.set_title(f"Single-head ablation: drop from the {100 * results['baseline']:.2f} % baseline "
+                 f"({results['n_test']} held-out problems)")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_drop_heatmaps(results: dict):
+    """Layers × heads grids of drops, one per attention kind (columns) and mode (rows)."""
+    modes = list(results["modes"])
+    drops = {m: results["modes"][m]["single_head"]["drop_points"] for m in modes}
+    top = max(max(d.values()) for d in drops.values()) or 1.0
+    fig = _figure(12, 2.2 * len(modes) + 0.8)
+    axes = fig.subplots(len(modes), len(KINDS), squeeze=False)
+    for r, mode in enumerate(modes):
+        for c, kind in enumerate(KINDS):
+            ids = [h for h in drops[mode] if h.startswith(kind + ".")]
+            n_layers = 1 + max(int(h.split(".")[2]) for h in ids)
+            n_heads = 1 + max(int(h.split(".")[3]) for h in ids)
+            grid = np.array([[drops[mode][f"{kind}.{L}.{H}"] for H in range(n_heads)] for L in range(n_layers)])
+            ax = axes[r, c]
+            image = ax.imshow(grid, cmap="Reds", vmin=0, vmax=top, aspect="auto")
+            for (L, H), v in np.ndenumerate(grid):
+                ax.text(H, L, f"{v:.2f}", ha="center", va="center", fontsize=8,
+                        color="white" if v > 0.6 * top else "black")
+            ax.set_xticks(range(n_heads), [f"head {H}" for H in range(n_heads)], fontsize=8)
+            ax.set_yticks(range(n_layers), [f"layer {L}" for L in range(n_layers)], fontsize=8)
+            ax.set_title(f"{kind} — {mode} ablation", fontsize=9)
+    fig.colorbar(image, ax=axes, label="drop (points)")
+    fig.suptitle("Drop in greedy exact match when one head is removed (layers × heads)")
+    return fig
+
+
+def plot_pruning_curves(results: dict):
+    """Accuracy vs number of heads removed jointly (greedy order), both modes."""
+    fig = _figure(8, 4.5)
+    ax = fig.add_subplot()
+    for i, (mode, r) in enumerate(results["modes"].items()):
+        j = r["joint_pruning"]
+        colour = f"C{i}"
+        k = np.arange(len(j["accuracy_full"]))
+        ax.plot(k, 100 * np.array(j["accuracy_full"]), "o-", color=colour, ms=4,
+                label=f"{mode}: full held-out set ({results['n_test']})")
+        ax.plot(k, 100 * np.array(j["accuracy_subset"]), ":", color=colour,
+                label=f"{mode}: search subset ({j['subset']['n']})")
+        ax.axvline(j["largest_prunable"], color=colour, lw=1, alpha=0.6)
+        ax.annotate(f"{mode}: {j['largest_prunable']} heads", (j["largest_prunable"], 5 + 8 * i),
+                    color=colour, fontsize=8, ha="right", rotation=90)
+    ax.axhline(100 * results["baseline"] - THRESHOLD_POINTS, color="k", ls="--", lw=1,
+               label=f"baseline − {THRESHOLD_POINTS:g} point")
+    ax.set_xlabel("heads removed together (each time the one whose removal hurts least)")
+    ax.set_ylabel("greedy exact match (%)")
+    ax.set_ylim(0, 101)
+    ax.set_title("Joint pruning curve")
+    ax.legend(fontsize=8, loc="lower left")
+    return fig
+
+
+def plot_importance(results: dict):
+    """Gradient importance (normalised per layer) against the ablation drop, per mode."""
+    modes = list(results["modes"])
+    fig = _figure(6 * len(modes), 4.5)
+    axes = fig.subplots(1, len(modes), squeeze=False)[0]
+    for ax, mode in zip(axes, modes):
+        r = results["modes"][mode]
+        heads = list(r["single_head"]["drop_points"])
+        x = [r["importance"]["normalised"][h] for h in heads]
+        y = [r["single_head"]["drop_points"][h] for h in heads]
+        for kind, marker in zip(KINDS, "os^"):
+            sel = [i for i, h in enumerate(heads) if h.startswith(kind + ".")]
+            ax.scatter([x[i] for i in sel], [y[i] for i in sel], marker=marker, label=kind)
+        for h in r["single_head"]["ranking"][:5]:
+            ax.annotate(h, (r["importance"]["normalised"][h], r["single_head"]["drop_points"][h]), fontsize=7)
+        ax.set_yscale("symlog", linthresh=1)
+        ax.set_xlabel("gradient importance |∂L/∂gate| (normalised per layer)")
+        ax.set_ylabel("ablation drop (points, symlog)")
+        rho = r["importance_vs_ablation"]["spearman_normalised"]
+        ax.set_title(f"{mode} mode: Spearman ρ = {rho:.2f}", fontsize=10)
+        ax.legend(fontsize=8)
+    fig.suptitle("Does gradient importance predict what ablation measures?")
+    return fig

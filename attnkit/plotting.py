@@ -1,0 +1,258 @@
+"""Attention heatmaps with one convention everywhere: queries down, keys across, tokens on both axes.
+
+    fig = heatmap(pattern, q_tokens, k_tokens, title="dec.cross.1.2")   # one head: (q_pos, k_pos)
+    fig = heatmap_grid(patterns, q_tokens, k_tokens)                    # d2l's (rows, cols, q_pos, k_pos)
+    save_figure(fig, "artifacts/cross.svg")                             # .png or .svg, by suffix
+
+Figures are plain matplotlib `Figure`s, made without pyplot: nothing is kept in pyplot's
+global list (the explorer redraws hundreds of them), and a notebook shows one by returning it.
+Cells a head cannot attend to (the decoder's future) are grey, not a white "0": the causal
+structure is then visible at a glance, and distinct from a weight the head chose to make 0.
+"""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Optional, Sequence
+
+import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from .data import tokens
+from .roles import KIND_NAMES, MEASURES, measure_masks
+
+QUERY_LABEL = "query (attending) ↓"
+KEY_LABEL = "key (attended to) →"
+CMAP = matplotlib.colormaps["Blues"].with_extremes(bad="#cfcfcf")  # bad = masked cells
+OUTLINE = "#e6550d"  # the aligned digit column, outlined in orange
+
+
+def save_figure(fig: Figure, path) -> Path:
+    """Write `fig` as PNG or SVG, chosen by the suffix of `path`; folders are created."""
+    path = Path(path)
+    fmt = path.suffix.lower().lstrip(".")
+    if fmt not in ("png", "svg"):
+        raise ValueError(f"save_figure writes .png or .svg, not {path.name!r}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format=fmt, dpi=150 if fmt == "png" else None, bbox_inches="tight")
+    return path
+
+
+def png_bytes(fig: Figure, dpi: int = 72) -> bytes:
+    """The figure as PNG bytes (what the explorer's Image widget shows). zlib level 1: the
+    default level 6 takes longer and saves little on a flat-coloured heatmap."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, pil_kwargs={"compress_level": 1})
+    return buf.getvalue()
+
+
+class _Panel:
+    """One (q_pos, k_pos) heatmap on an axes, redrawable in place: the explorer updates the
+    image, labels and overlays of an existing figure instead of building a new one (faster)."""
+
+    def __init__(self, ax, n_q: int, n_k: int, vmax: float):
+        self.ax, self.vmax, self.extras = ax, vmax, []
+        self.image = ax.imshow(np.zeros((n_q, n_k)), cmap=CMAP, vmin=0.0, vmax=vmax,
+                               aspect="auto", interpolation="nearest")
+        ax.tick_params(length=0)
+
+    def update(self, pattern, q_tokens, k_tokens, masked=None, outline=None, annotate=False, min_shown=0.05):
+        """annotate: write each weight >= min_shown in its cell (small ones would only be clutter)."""
+        pattern = np.asarray(pattern, dtype=float)
+        self.image.set_data(np.ma.masked_array(pattern, mask=masked if masked is not None else False))
+        self.ax.set_xticks(range(len(k_tokens)), k_tokens)
+        self.ax.set_yticks(range(len(q_tokens)), q_tokens)
+        for artist in self.extras:
+            artist.remove()
+        self.extras = []
+        if outline is not None:
+            for q, k in zip(*np.nonzero(outline)):
+                self.extras.append(self.ax.add_patch(
+                    Rectangle((k - 0.5, q - 0.5), 1, 1, fill=False, edgecolor=OUTLINE, linewidth=2)))
+        if annotate:
+            for (q, k), w in np.ndenumerate(pattern):
+                if (masked is None or not masked[q, k]) and not np.isnan(w) and w >= min_shown:
+                    self.extras.append(self.ax.text(k, q, f"{w:.2f}", ha="center", va="center", fontsize=7,
+                                                    color="white" if w > 0.6 * self.vmax else "black"))
+
+
+def _check(pattern: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str]) -> None:
+    if pattern.shape[-2:] != (len(q_tokens), len(k_tokens)):
+        raise ValueError(f"pattern is {pattern.shape[-2:]} (q_pos, k_pos) but there are "
+                         f"{len(q_tokens)} query and {len(k_tokens)} key labels")
+
+
+def heatmap(pattern, q_tokens: Sequence[str], k_tokens: Sequence[str], title: str = "attention weights",
+            masked=None, outline=None, annotate: bool = True, vmax: float = 1.0,
+            note: Optional[str] = None) -> Figure:
+    """One head's weights, (q_pos, k_pos): queries down, keys across, a colour bar.
+
+    masked:  (q_pos, k_pos) bool, True where the head cannot attend (drawn grey)
+    outline: (q_pos, k_pos) bool, cells to outline (e.g. the aligned digit column)
+    """
+    pattern = np.asarray(pattern, dtype=float)
+    _check(pattern, q_tokens, k_tokens)
+    fig = Figure(figsize=(1.6 + 0.5 * len(k_tokens), 1.5 + 0.42 * len(q_tokens)))
+    ax = fig.add_axes((0.22, 0.24, 0.6, 0.62))
+    panel = _Panel(ax, *pattern.shape, vmax)
+    panel.update(pattern, q_tokens, k_tokens, masked, outline, annotate)
+    fig.attnkit_panels = [panel]  # what redraw() updates
+    image = panel.image
+    ax.set_xlabel(KEY_LABEL)
+    ax.set_ylabel(QUERY_LABEL)
+    ax.set_title(title, fontsize=9)
+    fig.colorbar(image, cax=fig.add_axes((0.85, 0.24, 0.03, 0.62)), label="weight", ticks=[0, vmax / 2, vmax])
+    if note:
+        fig.text(0.02, 0.01, note, fontsize=7, color="#555555", va="bottom")
+    return fig
+
+
+def heatmap_grid(patterns, q_tokens: Sequence[str], k_tokens: Sequence[str], title: str = "attention weights",
+                 row_titles: Optional[Sequence[str]] = None, col_titles: Optional[Sequence[str]] = None,
+                 masked=None, outline=None, annotate: bool = False, vmax: float = 1.0,
+                 note: Optional[str] = None) -> Figure:
+    """d2l's show_heatmaps: `patterns` (rows, cols, q_pos, k_pos), e.g. (layers, heads, q, k),
+    drawn as a grid sharing one colour scale and the same token labels; masked/outline as in
+    heatmap(), one (q_pos, k_pos) array applied to every panel."""
+    patterns = np.asarray(patterns, dtype=float)
+    if patterns.ndim != 4:
+        raise ValueError(f"patterns must be (rows, cols, q_pos, k_pos), got shape {patterns.shape}")
+    _check(patterns, q_tokens, k_tokens)
+    n_rows, n_cols = patterns.shape[:2]
+    # Sizes in inches: panels scale with the token counts, margins stay fixed.
+    panel_w, panel_h, gap_w, gap_h = 0.3 * len(k_tokens) + 0.2, 0.28 * len(q_tokens) + 0.2, 0.25, 0.45
+    left, right, top, bottom = 1.0, 0.9, 0.75, 0.75
+    width = left + n_cols * panel_w + (n_cols - 1) * gap_w + right
+    height = top + n_rows * panel_h + (n_rows - 1) * gap_h + bottom
+    fig = Figure(figsize=(width, height))
+    axes = fig.subplots(n_rows, n_cols, squeeze=False, sharex=True, sharey=True,
+                        gridspec_kw=dict(left=left / width, right=1 - right / width, bottom=bottom / height,
+                                         top=1 - top / height, wspace=gap_w / panel_w, hspace=gap_h / panel_h))
+    fig.attnkit_panels = []
+    for r in range(n_rows):
+        for c in range(n_cols):
+            ax = axes[r, c]
+            panel = _Panel(ax, *patterns.shape[2:], vmax)
+            panel.update(patterns[r, c], q_tokens, k_tokens, masked, outline, annotate)
+            fig.attnkit_panels.append(panel)
+            image = panel.image
+            ax.set_title(" ".join(t for t in ((row_titles or [""] * n_rows)[r],
+                                              (col_titles or [""] * n_cols)[c]) if t), fontsize=8)
+            ax.tick_params(labelsize=7)
+    fig.supxlabel(KEY_LABEL, fontsize=9, y=0.3 / height)
+    fig.supylabel(QUERY_LABEL, fontsize=9, x=0.1 / width)
+    fig.suptitle(title, fontsize=10, y=1 - 0.08 / height, va="top")
+    fig.colorbar(image, cax=fig.add_axes((1 - (right - 0.2) / width, bottom / height, 0.12 / width,
+                                          1 - (top + bottom) / height)), label="weight", ticks=[0, vmax / 2, vmax])
+    if note:
+        fig.text(0.05 / width, 0.05 / height, note, fontsize=7, color="#555555", va="bottom")
+    return fig
+
+
+def roles_heatmap(roles, measures: Sequence[str] = MEASURES, title: str = "measured role of every head") -> Figure:
+    """The head-roles table (attnkit.roles.head_roles) as a heatmap: heads down, measures across.
+    Shares are on a 0–1 scale; entropy is in bits, on its own scale; grey = not defined."""
+    shares = [m for m in measures if m != "entropy"]
+    fig = Figure(figsize=(1.1 * len(measures) + 2.6, 0.26 * len(roles) + 1.6))
+    left = fig.add_axes((0.2, 0.1, 0.62 * len(shares) / len(measures), 0.8))
+    values = roles[shares].to_numpy(dtype=float)
+    panel = _Panel(left, *values.shape, 1.0)
+    panel.update(values, list(roles.index), shares, masked=np.isnan(values), annotate=True, min_shown=0.0)
+    image = panel.image
+    left.set_xlabel("share of attention on …")
+    left.set_ylabel("head (kind.layer.head)")
+    left.xaxis.set_ticks_position("top")
+    fig.colorbar(image, cax=fig.add_axes((0.84, 0.1, 0.02, 0.8)), label="share")
+    if "entropy" in measures:
+        right = fig.add_axes((0.2 + 0.62 * len(shares) / len(measures) + 0.01, 0.1,
+                              0.62 / len(measures), 0.8), sharey=left)
+        ent = roles[["entropy"]].to_numpy(dtype=float)
+        right.imshow(ent, cmap="Greens", aspect="auto", interpolation="nearest", vmin=0)
+        for q, w in enumerate(ent[:, 0]):
+            right.text(0, q, f"{w:.2f}", ha="center", va="center", fontsize=7)
+        right.set_xticks([0], ["entropy\n(bits)"])
+        right.xaxis.set_ticks_position("top")
+        right.tick_params(labelleft=False, length=0)
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def decoder_query_labels(tgt_tokens: Sequence[str]) -> list[str]:
+    """Decoder rows read token t and write token t+1: label them "in→out" ("<s>→1", ..., "0→</s>")."""
+    written = list(tgt_tokens[1:]) + ["</s>"]
+    return [f"{i}→{o}" for i, o in zip(tgt_tokens, written)]
+
+
+def attention_view(cache: dict, index: int, kind: str, layer: int, reverse_output: bool = False) -> dict:
+    """What attention_figure draws for sample `index` of a run_with_cache cache: query and key
+    labels, the layer's patterns (heads, q_pos, k_pos) without padding, the masked and the
+    outlined cells, and a one-line note on how to read them."""
+    src_ids, tgt_ids = cache["src"][index:index + 1], cache["tgt"][index:index + 1]
+    src_tok, tgt_tok = tokens(src_ids[0].tolist()), tokens(tgt_ids[0].tolist())
+    if kind == "enc.self":
+        q_tok, k_tok = src_tok, src_tok
+    elif kind == "dec.self":
+        q_tok, k_tok = decoder_query_labels(tgt_tok), tgt_tok
+    elif kind == "dec.cross":
+        q_tok, k_tok = decoder_query_labels(tgt_tok), src_tok
+    else:
+        raise ValueError(f"unknown attention kind {kind!r}; choose one of {list(KIND_NAMES)}")
+    nq, nk = len(q_tok), len(k_tok)
+    pattern = cache[f"{kind}.{layer}.pattern"][index, :, :nq, :nk].float().cpu().numpy()
+    masked = outline = None
+    if kind == "dec.self":
+        masked = np.triu(np.ones((nq, nk), dtype=bool), k=1)  # the future: the causal mask
+        note = "grey: future positions, masked (causal)"
+    else:
+        outline = measure_masks(kind, src_ids, tgt_ids, reverse_output)["aligned"][1][0, :nq, :nk].numpy()
+        note = "orange boxes: the aligned digit column"
+    return dict(q_tokens=q_tok, k_tokens=k_tok, pattern=pattern, masked=masked, outline=outline, note=note)
+
+
+class AttentionPlot:
+    """attention_figure(), keeping its figures to redraw them in place: building a figure (axes,
+    colour bar) costs about as much as rendering it, so the explorer builds each layout once."""
+
+    def __init__(self, annotate: bool = True):
+        self.annotate = annotate  # weights written in the cells of the one-head view
+        self._figures: dict = {}
+
+    def figure(self, cache: dict, index: int, kind: str, layer: int, head: Optional[int] = None,
+               reverse_output: bool = False, subtitle: str = "") -> Figure:
+        v = attention_view(cache, index, kind, layer, reverse_output)
+        pattern, name = v["pattern"], f"{KIND_NAMES[kind]}, layer {layer}"
+        suffix = f"\n{subtitle}" if subtitle else ""
+        key = (kind, head is None, pattern.shape)
+        fig = self._figures.get(key)
+        if head is None:
+            title = f"{name}, all heads{suffix}"
+            col_titles = [f"{kind}.{layer}.{h}" for h in range(pattern.shape[0])]
+            if fig is None:
+                fig = heatmap_grid(pattern[None], v["q_tokens"], v["k_tokens"], title=title, col_titles=col_titles,
+                                   masked=v["masked"], outline=v["outline"], note=v["note"])
+            else:
+                fig.suptitle(title, fontsize=10)
+                for panel, p, t in zip(fig.attnkit_panels, pattern, col_titles):
+                    panel.update(p, v["q_tokens"], v["k_tokens"], v["masked"], v["outline"])
+                    panel.ax.set_title(t, fontsize=8)
+        else:
+            title = f"{kind}.{layer}.{head}: {name}, head {head}{suffix}"
+            if fig is None:
+                fig = heatmap(pattern[head], v["q_tokens"], v["k_tokens"], title=title, masked=v["masked"],
+                              outline=v["outline"], annotate=self.annotate, note=v["note"])
+            else:
+                panel = fig.attnkit_panels[0]
+                panel.update(pattern[head], v["q_tokens"], v["k_tokens"], v["masked"], v["outline"], self.annotate)
+                panel.ax.set_title(title, fontsize=9)
+        self._figures[key] = fig
+        return fig
+
+
+def attention_figure(cache: dict, index: int, kind: str, layer: int, head: Optional[int] = None,
+                     reverse_output: bool = False, subtitle: str = "") -> Figure:
+    """Sample `index` of a run_with_cache cache: one head's heatmap, or (head=None) all heads of
+    the layer as a grid. Decoder rows are labelled "read→written"; the aligned digit column is
+    outlined (encoder self, decoder cross); the causal mask is grey (decoder self)."""
+    return AttentionPlot().figure(cache, index, kind, layer, head, reverse_output, subtitle)

@@ -1,0 +1,245 @@
+"""What each attention head does, measured over a whole data set instead of read off one heatmap.
+
+    roles = head_roles(adder)          # pandas DataFrame, one row per head: "enc.self.0.1", ...
+    roles.loc["dec.cross.1.2", "aligned"]
+
+Every measure is an average over *query rows*: for one row (one query position of one sample)
+it is the attention weight summed over a set of *keys*; the table gives the mean over every
+counted row of every sample. Which rows count and which keys are summed, per attention kind:
+
+  measure   enc.self (source -> source)           dec.self (answer -> answer)  dec.cross (answer -> source)
+  plus      keys: '+'; rows: every source token   NaN (the decoder never       keys: '+'; rows: every answer
+            except '+' itself                     sees '+')                    position
+  aligned   a digit of place p in one operand     NaN (the answer has no       the position writing the output
+            -> the place-p digit of the other     operand columns)             digit of place p -> the place-p
+            operand (rows with no such digit      digits of both operands (rows
+            are left out)                                                      with none are left out)
+  carry     a digit of place p -> the place-(p-1) NaN                          the position writing place p ->
+            digits of both operands (the column                                the place-(p-1) digits of both
+            to its right, where a carry comes                                  operands; rows with p = 0 (or
+            from); rows with p = 0 are left out                                no such digit) are left out
+  prev      key = query - 1 (the token before);   key = query - 1              NaN (queries and keys are
+            the first token is left out                                        different sequences)
+  diag      key = query (itself)                  key = query (the token just  NaN
+                                                  written: the diagonal)
+  entropy   -sum w log2 w over the row's keys, in bits (0: one key takes everything; log2(n): uniform
+            over n keys), every counted row
+
+Place value p counts from the right: the units digit has p = 0. The decoder position t reads
+the decoder input token t and writes output token t; which place value that is follows from
+the true sum's length (and `reverse_output`); the position writing </s> has no place value.
+Padding never counts: padded source keys get no weight (masked), padded decoder positions are
+not rows, and decoder position 0 is left out of dec.self, whose causal mask forces it to put
+all its weight on <s> (a fact of the mask, not a role). A measure is NaN where the kind has
+no such keys (the table above) or where no row counts.
+
+`typical_sample` is, per head, the sample whose own measures (averaged over its rows) are
+closest (mean absolute difference, entropy scaled to [0, 1]) to the head's averages: the
+heatmap to look at to see the head's usual behaviour, not an outlier.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor
+
+from .data import PAD, PLUS, load_test_set
+
+KINDS = ("enc.self", "dec.self", "dec.cross")
+MEASURES = ("plus", "aligned", "carry", "prev", "diag", "entropy")
+KIND_NAMES = {"enc.self": "encoder self", "dec.self": "decoder self (causal)", "dec.cross": "decoder cross"}
+
+
+def problems_of(a: np.ndarray, b: np.ndarray) -> list[str]:
+    """(a, b) operand arrays -> ["663+497", ...] as Adder.solve and run_with_cache take them."""
+    return [f"{x}+{y}" for x, y in zip(np.asarray(a).tolist(), np.asarray(b).tolist())]
+
+
+def source_layout(src: Tensor) -> dict[str, Tensor]:
+    """Per source position of "a+b": which operand (0 = a, 1 = b, -1 = not a digit) and place value.
+
+    src: (batch, src_pos) ids  ->  operand, place: (batch, src_pos) long; a, b: (batch,) long
+    """
+    pos = torch.arange(src.size(1))
+    plus_at = (src == PLUS).long().argmax(dim=1, keepdim=True)         # (batch, 1)
+    last = (src != PAD).sum(dim=1, keepdim=True) - 1                   # index of b's units digit
+    digit = src < 10
+    operand = torch.where(pos < plus_at, 0, 1).masked_fill(~digit, -1)
+    place = torch.where(pos < plus_at, plus_at - 1 - pos, last - pos).masked_fill(~digit, -1)
+    # The operands' values (for the true sum's length): sum of digit * 10**place per operand.
+    value = torch.where(digit, src * 10 ** place.clamp(min=0), 0)
+    a = (value * (operand == 0)).sum(dim=1)
+    b = (value * (operand == 1)).sum(dim=1)
+    return {"operand": operand, "place": place, "a": a, "b": b}
+
+
+def output_places(tgt: Tensor, n_sum_digits: Tensor, reverse_output: bool = False) -> Tensor:
+    """(batch, tgt_pos) place value of the digit each decoder position writes; -1 for </s> and beyond."""
+    t = torch.arange(tgt.size(1))
+    n = n_sum_digits[:, None]
+    place = t.expand_as(tgt) if reverse_output else n - 1 - t
+    return torch.where(t < n, place, -1)
+
+
+def measure_masks(kind: str, src: Tensor, tgt: Tensor, reverse_output: bool = False) -> dict:
+    """For each measure defined for `kind`: (rows, keys), the query rows that count
+    (batch, q_pos) and the keys whose weight is summed (batch, q_pos, k_pos), all bool.
+    The module docstring defines them; measures missing here are NaN for `kind`."""
+    src, tgt = src.cpu(), tgt.cpu()
+    lay = source_layout(src)
+    s_op, s_place = lay["operand"], lay["place"]
+    s_digit = s_op >= 0
+    total = lay["a"] + lay["b"]
+    n_sum = 1 + sum((total >= 10**k).long() for k in range(1, 19))  # digits of the true sum
+    if kind == "enc.self":
+        q_ok = src != PAD
+        q_digit, q_place, q_op = s_digit[:, :, None], s_place[:, :, None], s_op[:, :, None]
+        k_digit, k_place, k_op = s_digit[:, None, :], s_place[:, None, :], s_op[:, None, :]
+        aligned = q_digit & k_digit & (k_place == q_place) & (k_op != q_op)
+        carry = q_digit & k_digit & (k_place == q_place - 1)
+        q_pos = torch.arange(src.size(1))
+        plus_keys = (src == PLUS)[:, None, :].expand(-1, src.size(1), -1)
+        return {
+            "plus": (q_ok & (src != PLUS), plus_keys),
+            "aligned": (aligned.any(-1), aligned),
+            "carry": (carry.any(-1), carry),
+            "prev": (q_ok & (q_pos >= 1), _diagonal(src, offset=-1)),
+            "diag": (q_ok, _diagonal(src, offset=0)),
+            "entropy": (q_ok, None),
+        }
+    if kind == "dec.self":
+        q_pos = torch.arange(tgt.size(1))
+        q_ok = (tgt != PAD) & (q_pos >= 1)  # position 0 can only see <s>: forced, not learned
+        return {
+            "prev": (q_ok, _diagonal(tgt, offset=-1)),
+            "diag": (q_ok, _diagonal(tgt, offset=0)),
+            "entropy": (q_ok, None),
+        }
+    if kind == "dec.cross":
+        q_ok = tgt != PAD
+        q_place = output_places(tgt, n_sum, reverse_output)[:, :, None]  # (batch, tgt_pos, 1)
+        k_digit, k_place = s_digit[:, None, :], s_place[:, None, :]
+        aligned = q_ok[:, :, None] & (q_place >= 0) & k_digit & (k_place == q_place)
+        carry = q_ok[:, :, None] & (q_place >= 1) & k_digit & (k_place == q_place - 1)
+        plus_keys = (src == PLUS)[:, None, :].expand(-1, tgt.size(1), -1)
+        return {
+            "plus": (q_ok, plus_keys),
+            "aligned": (aligned.any(-1), aligned),
+            "carry": (carry.any(-1), carry),
+            "entropy": (q_ok, None),
+        }
+    raise ValueError(f"unknown attention kind {kind!r}; choose one of {KINDS}")
+
+
+def _diagonal(ids: Tensor, offset: int) -> Tensor:
+    """(batch, pos, pos) bool: key == query + offset."""
+    pos = torch.arange(ids.size(1))
+    return (pos[None, :] == pos[:, None] + offset).expand(ids.size(0), -1, -1)
+
+
+def _layers(cache: dict) -> list[tuple[str, int]]:
+    """[(kind, layer), ...] for every attention module in the cache, in the table's order."""
+    found = [key.removesuffix(".pattern") for key in cache if key.endswith(".pattern")]
+    pairs = [(name.rsplit(".", 1)[0], int(name.rsplit(".", 1)[1])) for name in found]
+    return sorted(pairs, key=lambda kl: (KINDS.index(kl[0]), kl[1]))
+
+
+def per_sample_roles(cache: dict, reverse_output: bool = False, uniform: bool = False):
+    """Every measure of every head on every sample, before averaging.
+
+    Returns (heads, sums, counts): head ids, and per measure the summed share over a sample's
+    counted rows and the number of those rows, each (batch, n_heads_total) float64; so a
+    sample's value is sums / counts and the table's is sums.sum(0) / counts.sum(0).
+    With `uniform`, every head is replaced by uniform attention over the keys it may see:
+    the chance level of each measure.
+    """
+    src, tgt = cache["src"].cpu(), cache["tgt"].cpu()
+    batch = src.size(0)
+    heads, sums, counts = [], {m: [] for m in MEASURES}, {m: [] for m in MEASURES}
+    masks = {kind: measure_masks(kind, src, tgt, reverse_output) for kind in KINDS}
+    for kind, layer in _layers(cache):
+        pattern = cache[f"{kind}.{layer}.pattern"].float().cpu()  # (batch, heads, q_pos, k_pos)
+        if uniform:
+            pattern = _uniform_like(kind, src, tgt, pattern)
+        n_heads = pattern.size(1)
+        heads += [f"{kind}.{layer}.{h}" for h in range(n_heads)]
+        for m in MEASURES:
+            if m not in masks[kind]:
+                sums[m].append(torch.full((batch, n_heads), math.nan, dtype=torch.float64))
+                counts[m].append(torch.zeros(batch, n_heads, dtype=torch.float64))
+                continue
+            rows, keys = masks[kind][m]
+            if keys is None:  # entropy, in bits; xlogy gives 0 log 0 = 0
+                per_row = -torch.special.xlogy(pattern, pattern).sum(-1) / math.log(2)
+            else:
+                per_row = (pattern * keys[:, None]).sum(-1)  # (batch, heads, q_pos)
+            rows_f = rows[:, None].double()
+            sums[m].append((per_row.double() * rows_f).sum(-1))
+            counts[m].append(rows_f.sum(-1).expand(-1, n_heads))
+    sums = {m: torch.cat(v, dim=1).numpy() for m, v in sums.items()}
+    counts = {m: torch.cat(v, dim=1).numpy() for m, v in counts.items()}
+    return heads, sums, counts
+
+
+def _uniform_like(kind: str, src: Tensor, tgt: Tensor, pattern: Tensor) -> Tensor:
+    """Uniform weights over the keys a head may attend to (non-padding; causal in dec.self)."""
+    keys = src if kind != "dec.self" else tgt
+    allowed = (keys != PAD)[:, None, None, :].expand_as(pattern).clone()
+    if kind == "dec.self":
+        allowed &= torch.ones(tgt.size(1), tgt.size(1), dtype=torch.bool).tril()
+    weights = allowed.float()
+    return weights / weights.sum(-1, keepdim=True).clamp(min=1)
+
+
+def roles_from_cache(cache: dict, reverse_output: bool = False) -> pd.DataFrame:
+    """The head-roles table from a run_with_cache cache (or a hand-built one with the same keys:
+    "src", "tgt" and "<kind>.<layer>.pattern" shaped (batch, heads, q_pos, k_pos))."""
+    heads, sums, counts = per_sample_roles(cache, reverse_output)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        table = {m: sums[m].sum(0) / counts[m].sum(0) for m in MEASURES}  # NaN where nothing counts
+        per_sample = np.stack([sums[m] / counts[m] for m in MEASURES], axis=-1)  # (batch, heads, measures)
+    means = np.stack([table[m] for m in MEASURES], axis=-1)                       # (heads, measures)
+    # Entropy is in bits; scale it to [0, 1] (by the longest row's maximum) like the shares.
+    scale = np.ones(len(MEASURES))
+    scale[MEASURES.index("entropy")] = math.log2(max(cache["src"].size(1), cache["tgt"].size(1)))
+    diff = np.abs(per_sample - means) / scale
+    defined = ~np.isnan(means)                                        # (heads, measures)
+    missing = (np.isnan(per_sample) & defined).any(-1)                # sample lacks a defined measure
+    dist = np.where(defined, diff, 0.0).sum(-1) / np.maximum(defined.sum(-1), 1)
+    dist = np.where(missing, np.inf, dist)
+    typical = dist.argmin(0)                                          # (heads,)
+
+    frame = pd.DataFrame(means, index=pd.Index(heads, name="head"), columns=list(MEASURES))
+    parts = frame.index.str.rsplit(".", n=2, expand=True)
+    frame.insert(0, "kind", [p[0] for p in parts])
+    frame.insert(1, "layer", [int(p[1]) for p in parts])
+    frame.insert(2, "head_index", [int(p[2]) for p in parts])
+    frame["typical_sample"] = typical.astype(int)
+    return frame
+
+
+def chance_levels(cache: dict, reverse_output: bool = False) -> pd.DataFrame:
+    """Each measure for a head that spreads its attention uniformly over the keys it may see,
+    one row per attention kind: a measured share means something only well above this."""
+    heads, sums, counts = per_sample_roles(cache, reverse_output, uniform=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        table = pd.DataFrame({m: sums[m].sum(0) / counts[m].sum(0) for m in MEASURES}, index=heads)
+    kinds = table.index.str.rsplit(".", n=2).str[0]
+    return table.groupby(kinds, sort=False).first().rename_axis("kind")
+
+
+def head_roles(adder, a: Optional[np.ndarray] = None, b: Optional[np.ndarray] = None,
+               cache: Optional[dict] = None) -> pd.DataFrame:
+    """The measured role of each of the adder's heads on problems (a, b), by default the
+    committed held-out set: one row per head id ("enc.self.0.1", "dec.cross.1.2", ...) with
+    columns kind, layer, head_index, plus, aligned, carry, prev, diag, entropy, typical_sample
+    (an index into a, b). Pass `cache` from adder.run_with_cache to skip the model's run."""
+    if cache is None:
+        if a is None:
+            a, b = load_test_set()
+        _, cache = adder.run_with_cache(problems_of(a, b))
+    return roles_from_cache(cache, adder.cfg.reverse_output)

@@ -1,0 +1,210 @@
+"""Figures and the explorer widget for notebook 05 (positional encodings and extrapolation).
+
+Every function returns a plain matplotlib Figure: save it with fig.savefig("x.png") or ".svg".
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from .attention import capture
+from .positional import ENCODINGS, sinusoidal_table
+from .sortedness import NEGATIVES, TRAIN_LENGTHS, SortednessClassifier, labelled_set
+
+COLORS = dict(zip(ENCODINGS, plt.get_cmap("tab10").colors))
+TRAIN_MAX = max(TRAIN_LENGTHS)
+
+
+def plot_curves(results: dict, encodings: Sequence[str] = ENCODINGS, title: str = "") -> plt.Figure:
+    """Accuracy against length for each encoding: mean over seeds, band = min … max over seeds."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
+    for ax, neg in zip(axes, NEGATIVES):
+        for enc in encodings:
+            curve = results[enc][neg]
+            lengths = sorted(curve)
+            mean = [curve[L]["mean"] for L in lengths]
+            ax.plot(lengths, mean, "o-", ms=3, label=enc, color=COLORS.get(enc))
+            ax.fill_between(lengths, [curve[L]["min"] for L in lengths], [curve[L]["max"] for L in lengths],
+                            color=COLORS.get(enc), alpha=0.2)
+        ax.axvspan(min(TRAIN_LENGTHS), TRAIN_MAX, color="grey", alpha=0.15, label="training lengths")
+        ax.axhline(0.5, color="black", lw=0.8, ls=":")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks([8, 16, 32, 64, 128, 256], ["8", "16", "32", "64", "128", "256"])
+        ax.set_xlabel("sequence length")
+        ax.set_title(f"{neg} negatives" + (" (one adjacent swap)" if neg == "hard" else " (random shuffles)"))
+    axes[0].set_ylabel("balanced accuracy (0.5 = chance)")
+    axes[0].set_ylim(0.4, 1.02)
+    axes[1].legend(loc="lower left", fontsize=8)
+    fig.suptitle(title or "Extrapolation: trained on lengths 8–16, tested to 256 (band: min–max over seeds)")
+    fig.tight_layout()
+    return fig
+
+
+def results_table(results: dict, negative: str = "hard", lengths: Sequence[int] = (32, 64, 128, 256),
+                  encodings: Optional[Sequence[str]] = None) -> str:
+    """A markdown table: validation accuracy (lengths 8–16) and test accuracy at each length,
+    mean ± std over seeds."""
+    encodings = encodings or list(results)
+    cell = lambda s: f"{s['mean']:.3f} ± {s['std']:.3f}"  # noqa: E731
+    head = f"| encoding | val {negative} (8–16) | " + " | ".join(str(L) for L in lengths) + " |"
+    rows = [head, "|" + "---|" * (len(lengths) + 2)]
+    for enc in encodings:
+        r = results[enc]
+        rows.append(f"| {enc} | {cell(r['val'][negative])} | " + " | ".join(cell(r[negative][L]) for L in lengths) + " |")
+    return "\n".join(rows)
+
+
+def _heatmap(ax, data, title, xlabel, ylabel, cmap="RdBu_r", symmetric=True):
+    vmax = float(np.abs(data).max()) if symmetric else None
+    im = ax.imshow(data, aspect="auto", cmap=cmap, vmin=-vmax if symmetric else None, vmax=vmax,
+                   interpolation="nearest")
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    return im
+
+
+def plot_position_tables(learned: torch.Tensor, d_model: int = 64) -> plt.Figure:
+    """The learned table (rows = positions; rows ≥ 16 never trained) beside the sinusoidal one."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    tables = [("learned table (trained model)", learned.detach().cpu().numpy()),
+              ("sinusoidal table", sinusoidal_table(len(learned), d_model).numpy())]
+    for ax, (name, table) in zip(axes, tables):
+        im = _heatmap(ax, table.T, name, "position", "dimension")
+        fig.colorbar(im, ax=ax, fraction=0.04)
+        ax.axvline(TRAIN_MAX - 0.5, color="black", lw=1.5)
+        ax.text(TRAIN_MAX + 2, 2, "positions ≥ 16: never in training", fontsize=8, va="top",
+                bbox=dict(facecolor="white", alpha=0.8, lw=0))
+    fig.tight_layout()
+    return fig
+
+
+def plot_position_similarity(tables: dict[str, torch.Tensor]) -> plt.Figure:
+    """PE(i)·PE(j) for each absolute table: a band along the diagonal means "nearby looks alike"."""
+    fig, axes = plt.subplots(1, len(tables), figsize=(5.2 * len(tables), 4.5), squeeze=False)
+    for ax, (name, table) in zip(axes[0], tables.items()):
+        t = table.detach().cpu().float()
+        im = _heatmap(ax, (t @ t.T).numpy(), f"{name}: PE(i)·PE(j)", "position j", "position i")
+        fig.colorbar(im, ax=ax, fraction=0.04)
+        for f in (ax.axvline, ax.axhline):
+            f(TRAIN_MAX - 0.5, color="black", lw=1)
+    fig.tight_layout()
+    return fig
+
+
+def neighbour_attention(model: SortednessClassifier, length: int, n: int = 32, seed: int = 0) -> float:
+    """Mean attention weight a token puts on its nearest neighbour (left or right, the best head
+    of the first layer) over n sorted sequences: near 1 = the neighbour comparison still works."""
+    rows, _, _ = labelled_set(np.random.default_rng([seed, length]), n, 0, 0, length)
+    with torch.no_grad(), capture(model) as cache:
+        model(torch.tensor(np.stack(rows)))
+    pattern = cache["enc.self.0.pattern"]                          # (batch, heads, q, k)
+    right = torch.diagonal(pattern, 1, dim1=2, dim2=3).mean(dim=(0, 2))   # (heads,)
+    left = torch.diagonal(pattern, -1, dim1=2, dim2=3).mean(dim=(0, 2))
+    return float(torch.cat([right, left]).max())
+
+
+def plot_neighbour_attention(models: dict[str, SortednessClassifier],
+                             lengths: Sequence[int] = (8, 16, 32, 64, 128, 256)) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for enc, model in models.items():
+        ax.plot(lengths, [neighbour_attention(model, L) for L in lengths], "o-", label=enc, color=COLORS.get(enc))
+    ax.axvspan(min(TRAIN_LENGTHS), TRAIN_MAX, color="grey", alpha=0.15)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(list(lengths), [str(L) for L in lengths])
+    ax.set(xlabel="sequence length", ylabel="attention on the nearest neighbour (best head)",
+           title="Does layer 0 still find the neighbour at long lengths?", ylim=(0, 1.02))
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def token_scores(model: SortednessClassifier, seq: Sequence[int]) -> np.ndarray:
+    """(L,) each token's "a violation is here" score, before pooling."""
+    with torch.no_grad():
+        captured = {}
+        hook = model.head.register_forward_hook(lambda m, i, o: captured.setdefault("s", o.squeeze(-1)))
+        try:
+            model(torch.tensor([list(seq)]))
+        finally:
+            hook.remove()
+    return captured["s"][0].numpy()
+
+
+def plot_attention(model: SortednessClassifier, seq: Sequence[int], title: str = "",
+                   window: Optional[tuple[int, int]] = None) -> plt.Figure:
+    """Every head's pattern for one sequence, tokens (their values) on both axes.
+    `window` (start, stop) zooms into a slice of positions for long sequences."""
+    with torch.no_grad(), capture(model) as cache:
+        model(torch.tensor([list(seq)]))
+    names = sorted(k for k in cache if k.endswith(".pattern"))
+    n_heads = model.cfg.n_heads
+    lo, hi = window or (0, len(seq))
+    fig, axes = plt.subplots(len(names), n_heads, figsize=(3.1 * n_heads, 3.0 * len(names)), squeeze=False)
+    labels = [str(v) for v in seq[lo:hi]]
+    step = max(1, (hi - lo) // 16)
+    for row, name in zip(axes, names):
+        pattern = cache[name][0, :, lo:hi, lo:hi].numpy()           # (heads, q, k)
+        for h, ax in enumerate(row):
+            ax.imshow(pattern[h], cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
+            ax.set_title(f"{name.removesuffix('.pattern')} head {h}", fontsize=9)
+            ticks = np.arange(0, hi - lo, step)
+            ax.set_xticks(ticks, [labels[t] for t in ticks], fontsize=7, rotation=90)
+            ax.set_yticks(ticks, [labels[t] for t in ticks], fontsize=7)
+            ax.set_xlabel("key (value)", fontsize=8)
+            ax.set_ylabel("query (value)", fontsize=8)
+    fig.suptitle(title or f"attention patterns ({model.cfg.encoding}), positions {lo}–{hi - 1}")
+    fig.tight_layout()
+    return fig
+
+
+def sample(kind: str, length: int, seed: int = 0) -> list[int]:
+    """One test-like sequence: kind "sorted", "hard" (one adjacent swap) or "shuffle"."""
+    counts = {"sorted": (1, 0, 0), "hard": (0, 1, 0), "shuffle": (0, 0, 1)}[kind]
+    rows, _, _ = labelled_set(np.random.default_rng([seed, length, len(kind)]), *counts, length)
+    return [int(v) for v in rows[0]]
+
+
+def explorer(models: dict[str, SortednessClassifier]):
+    """Pick an encoding, a length and a kind of sequence: see the prediction and the attention."""
+    import ipywidgets as W
+    from IPython.display import display
+
+    enc = W.Dropdown(options=list(models), value="relative" if "relative" in models else list(models)[0],
+                     description="encoding")
+    length = W.SelectionSlider(options=[8, 12, 16, 24, 32, 48, 64, 128, 256], value=16, description="length")
+    kind = W.ToggleButtons(options=["sorted", "hard", "shuffle"], value="hard", description="sample")
+    seed = W.IntText(value=0, description="seed", layout=W.Layout(width="160px"))
+    out = W.Output()
+
+    def show(_=None):
+        out.clear_output(wait=True)
+        with out:
+            try:
+                model, L = models[enc.value], length.value
+                seq = sample(kind.value, L, seed.value)
+                p = float(model.probabilities([seq])[0])
+                truth = bool(np.all(np.diff(seq) >= 0))
+                scores = token_scores(model, seq)
+                where = int(np.argmax(scores))
+                swap = [i for i in range(L - 1) if seq[i] > seq[i + 1]]
+                print(f"{enc.value}, length {L}: P(sorted) = {p:.3f} → "
+                      f"{'sorted' if p > 0.5 else 'unsorted'}; truly {'sorted' if truth else 'unsorted'}"
+                      f" ({'correct' if (p > 0.5) == truth else 'WRONG'})")
+                print(f"the token scoring the strongest violation: position {where}; "
+                      f"true descents at {swap[:8] or 'none'}")
+                centre = swap[0] if swap else where
+                lo = max(0, min(centre - 8, L - 16))
+                fig = plot_attention(model, seq, window=(lo, min(L, lo + 16)))
+                plt.show(fig)
+                plt.close(fig)
+            except Exception as e:  # shown in the widget, never a traceback
+                print(f"could not show this sample: {type(e).__name__}: {e}")
+
+    for w in (enc, length, kind, seed):
+        w.observe(show, names="value")
+    show()
+    box = W.VBox([W.HBox([enc, seed]), length, kind, out])
+    display(box)
+    return box

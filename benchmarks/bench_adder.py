@@ -1,0 +1,102 @@
+"""How fast does the adder train, and how fast does it evaluate? (issue: the adder)
+
+Wall time from a fresh start to >= 99.9 % greedy exact match on the 10,000 held-out
+problems (training plus the final evaluation), for attnkit's transformer in the
+assignment's digit order and reversed, against torch.nn.Transformer of the same size
+trained the same way (same data stream, optimiser, schedule and stopping rule).
+
+    python benchmarks/bench_adder.py            # everything (a few minutes on 2 cores)
+    python benchmarks/bench_adder.py --quick    # evaluation speed only
+"""
+import argparse
+import statistics
+import time
+
+import torch
+from torch import nn
+
+from attnkit.data import BOS, PAD, encode_sources, load_test_set
+from attnkit.evaluate import greedy_correct
+from attnkit.model import Seq2SeqConfig, Seq2SeqTransformer
+from attnkit.train import TrainConfig, train_adder
+
+
+class TorchTransformerAdder(nn.Module):
+    """The baseline: the same embeddings and sizes around torch.nn.Transformer."""
+
+    def __init__(self, cfg: Seq2SeqConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.tok_embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.src_pos = nn.Embedding(cfg.max_src_len, cfg.d_model)
+        self.tgt_pos = nn.Embedding(cfg.max_tgt_len, cfg.d_model)
+        self.transformer = nn.Transformer(cfg.d_model, cfg.n_heads, cfg.n_enc_layers, cfg.n_dec_layers,
+                                          cfg.d_ff, dropout=0.0, activation="gelu", batch_first=True,
+                                          norm_first=True)
+        self.unembed = nn.Linear(cfg.d_model, cfg.vocab_size)
+
+    def forward(self, src, tgt):
+        src_x = self.tok_embed(src) + self.src_pos(torch.arange(src.size(1)))
+        tgt_x = self.tok_embed(tgt) + self.tgt_pos(torch.arange(tgt.size(1)))
+        causal = nn.Transformer.generate_square_subsequent_mask(tgt.size(1))
+        pad = src == PAD
+        y = self.transformer(src_x, tgt_x, tgt_mask=causal, src_key_padding_mask=pad,
+                             memory_key_padding_mask=pad, tgt_is_causal=True)
+        return self.unembed(y)
+
+    @torch.no_grad()
+    def greedy(self, src):
+        tgt = torch.full((src.size(0), 1), BOS)
+        for _ in range(self.cfg.max_tgt_len - 1):
+            tgt = torch.cat([tgt, self(src, tgt)[:, -1:].argmax(-1)], dim=1)
+        return tgt[:, 1:]
+
+
+def time_to_target(cfg: Seq2SeqConfig, train_cfg: TrainConfig, baseline: bool = False) -> dict:
+    start = time.perf_counter()
+    model = TorchTransformerAdder(cfg) if baseline else None
+    result = train_adder(cfg, train_cfg, progress=False, model=model)
+    a, b = load_test_set()
+    exact = float(greedy_correct(result.model, a, b).mean())
+    return {"seconds": time.perf_counter() - start, "steps": result.steps, "exact_match": exact}
+
+
+def eval_speed(model, repeats: int = 5) -> float:
+    a, b = load_test_set()
+    greedy_correct(model, a[:1000], b[:1000])  # warm-up
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        greedy_correct(model, a, b)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="evaluation speed only")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    cfg = Seq2SeqConfig()
+    print(f"torch threads: {torch.get_num_threads()}")
+    ours, theirs = eval_speed(Seq2SeqTransformer(cfg).eval()), eval_speed(TorchTransformerAdder(cfg).eval())
+    print(f"greedy evaluation of 10,000 problems: attnkit {ours:.3f} s, nn.Transformer {theirs:.3f} s "
+          f"(ratio {ours / theirs:.2f}; goal <= 0.5 s: {'yes' if ours <= 0.5 else 'NO'})")
+    if args.quick:
+        return
+    runs = [("attnkit, assignment order", cfg, False, 60),
+            ("attnkit, reversed output", Seq2SeqConfig(reverse_output=True), False, 20),
+            ("nn.Transformer, assignment order", cfg, True, None)]
+    results = {}
+    for name, c, baseline, goal in runs:
+        r = results[name] = time_to_target(c, TrainConfig(), baseline)
+        verdict = "" if goal is None else f"  goal <= {goal} s: {'yes' if r['seconds'] <= goal else 'NO'}"
+        print(f"{name:34s} {r['seconds']:6.1f} s  {r['steps']:5d} steps  held-out exact match "
+              f"{r['exact_match']:.4f}{verdict}")
+    base = results["nn.Transformer, assignment order"]["seconds"]
+    print(f"ratio attnkit / nn.Transformer (assignment order): "
+          f"{results['attnkit, assignment order']['seconds'] / base:.2f}")
+
+
+if __name__ == "__main__":
+    main()

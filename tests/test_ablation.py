@@ -1,0 +1,234 @@
+"""attnkit.ablation: the context manager, the mean, the refusal, and the fast sweep's exactness.
+
+Most tests use an untrained model. Its answers are wrong, so where an accuracy must move,
+the targets are the intact model's own greedy answers: the intact model then scores 100 %
+and every ablation that changes an answer shows up.
+"""
+import numpy as np
+import pytest
+import torch
+
+from attnkit import ablation as A
+from attnkit.adder import CHECKPOINT, Adder
+from attnkit.attention import attention_modules, capture
+from attnkit.data import BOS, EOS, PAD, load_test_set
+from attnkit.model import Seq2SeqConfig, Seq2SeqTransformer
+
+
+def untrained(seed=0, **cfg) -> Adder:
+    torch.manual_seed(seed)
+    return Adder(Seq2SeqTransformer(Seq2SeqConfig(**cfg)))
+
+
+def own_answers(model, a, b) -> A.Problems:
+    """Problems whose targets are the intact model's greedy answers (up to its first </s>)."""
+    p = A.Problems.from_operands(model, a, b)
+    out = model.greedy(p.src)
+    after_eos = ((out == EOS).cumsum(1) - (out == EOS).long()) > 0
+    gold = out.masked_fill(after_eos | ((out == PAD).cumsum(1) > 0), PAD)
+    return A.Problems(p.src, torch.cat([torch.full_like(out[:, :1], BOS), out[:, :-1]], dim=1), gold)
+
+
+@pytest.fixture(scope="module")
+def adder():
+    return untrained()
+
+
+@pytest.fixture(scope="module")
+def small():
+    a, b = load_test_set()
+    return a[:400], b[:400]
+
+
+def gates(model):
+    return {n: (m.gate, m.z_fill) for n, m in attention_modules(model).items()}
+
+
+def test_ablate_restores_the_model_even_when_the_body_raises(adder, small):
+    src = A.Problems.from_operands(adder.model, *small).src[:20]
+    before = adder.model.greedy(src)
+    with pytest.raises(RuntimeError, match="boom"):
+        with adder.ablate(["dec.cross.1.2", "enc.self.0.3"], mode="mean"):
+            assert attention_modules(adder.model)["dec.cross.1"].gate is not None
+            raise RuntimeError("boom")
+    assert all(g is None and f is None for g, f in gates(adder.model).values())
+    assert torch.equal(adder.model.greedy(src), before)
+
+
+def test_unknown_head_id_lists_the_valid_ones(adder):
+    with pytest.raises(ValueError) as e:
+        with adder.ablate(["dec.cross.2.0"]):
+            pass
+    message = str(e.value)
+    assert "dec.cross.2.0" in message and all(h in message for h in adder.heads)
+    with pytest.raises(ValueError, match="zero"):
+        with adder.ablate(["dec.cross.1.0"], mode="median"):
+            pass
+    assert all(g is None for g, _ in gates(adder.model).values())
+
+
+def test_zero_ablation_zeroes_that_heads_z_and_changes_the_output(adder, small):
+    p = A.Problems.from_operands(adder.model, *small)
+    with torch.no_grad(), capture(adder.model) as clean:
+        logits = adder.model(p.src, p.tgt_in)
+    with torch.no_grad(), adder.ablate(["dec.cross.1.2"]), capture(adder.model) as cut:
+        ablated = adder.model(p.src, p.tgt_in)
+    z, z0 = cut["dec.cross.1.z"], clean["dec.cross.1.z"]
+    assert torch.all(z[:, 2] == 0) and z0[:, 2].abs().sum() > 0
+    assert torch.equal(z[:, [0, 1, 3]], z0[:, [0, 1, 3]])  # the other heads are untouched
+    assert torch.equal(cut["dec.cross.0.z"], clean["dec.cross.0.z"])  # and so is the layer before
+    assert not torch.allclose(ablated, logits)
+
+
+def test_mean_mode_outputs_the_mean_z_over_real_positions(adder, small):
+    a, b = small
+    means = A.mean_z(adder, a, b)
+    p = A.Problems.from_operands(adder.model, a, b)
+    with torch.no_grad(), capture(adder.model) as cache:
+        adder.model(p.src, p.tgt_in)
+    real = p.gold != PAD  # decoder rows: <s> and each answer digit
+    expected = cache["dec.self.0.z"].permute(1, 0, 2, 3)[:, real].mean(dim=1)  # (heads, d_head)
+    torch.testing.assert_close(means["dec.self.0"], expected)
+    real_src = p.src != PAD
+    torch.testing.assert_close(means["enc.self.1"], cache["enc.self.1.z"].permute(1, 0, 2, 3)[:, real_src].mean(1))
+
+    held_out = A.mean_z(adder)  # the definition used by mode="mean": the whole held-out set
+    assert A.mean_z(adder) is held_out  # computed once per model
+    with torch.no_grad(), adder.ablate(["enc.self.1.3", "dec.self.0.1"], mode="mean"), capture(adder.model) as cut:
+        adder.model(p.src, p.tgt_in)
+    assert torch.equal(cut["enc.self.1.z"][:, 3], held_out["enc.self.1"][3].expand_as(cut["enc.self.1.z"][:, 3]))
+    assert torch.equal(cut["dec.self.0.z"][:, 1], held_out["dec.self.0"][1].expand_as(cut["dec.self.0.z"][:, 1]))
+
+
+def test_nested_ablations_compose_and_unwind(adder, small):
+    p = A.Problems.from_operands(adder.model, *small)
+    with adder.ablate(["dec.self.1.0"], mode="mean"):
+        with adder.ablate(["dec.self.1.2"]), torch.no_grad(), capture(adder.model) as cache:
+            adder.model(p.src, p.tgt_in)
+        assert attention_modules(adder.model)["dec.self.1"].gate.tolist() == [0, 1, 1, 1]
+    z = cache["dec.self.1.z"]
+    assert torch.all(z[:, 2] == 0)
+    assert torch.equal(z[:, 0], A.mean_z(adder)["dec.self.1"][0].expand_as(z[:, 0]))
+    assert all(g is None for g, _ in gates(adder.model).values())
+
+
+def test_a_broken_model_is_refused_unless_forced(adder):
+    with pytest.raises(A.BaselineTooLowError, match=r"below 99 %.*force=True"):
+        A.check_baseline(adder)
+    with pytest.raises(A.BaselineTooLowError):
+        A.single_head_sweep(adder)
+    with pytest.raises(A.BaselineTooLowError):
+        A.joint_pruning(adder)
+    with pytest.warns(UserWarning, match="measures nothing"):
+        assert A.check_baseline(adder, force=True) < 0.99
+
+
+@pytest.mark.parametrize("mode", A.MODES)
+def test_the_fast_sweep_equals_the_plain_loop_exactly(adder, small, mode):
+    p = own_answers(adder.model, *small)
+    configs = [[]] + [[h] for h in adder.heads] + [adder.heads[::5], ["dec.cross.1.0", "dec.self.0.3"]]
+    plain = A.plain_matches(adder, p, configs, mode)
+    assert plain[0].all() and 0 < plain[1:].mean() < 1  # the ablations really change answers
+    np.testing.assert_array_equal(A.fast_matches(adder, p, configs, mode), plain)
+    # Small batches (several blocks, several row chunks) and the greedy fallback alone agree too.
+    np.testing.assert_array_equal(A.fast_matches(adder, p, configs, mode, rows=150), plain)
+    np.testing.assert_array_equal(A.fast_matches(adder, p, configs, mode, margin=float("inf")), plain)
+
+
+def test_decide_trusts_only_clear_margins():
+    gold = torch.tensor([[1, 2, PAD], [1, 2, PAD], [1, 2, PAD], [1, 2, PAD]])
+    logits = torch.zeros(4, 3, 14)
+    logits[:, 0, 1] = logits[:, 1, 2] = 5.0  # all right ...
+    logits[1, 0, 3] = 9.0                      # ... but row 1 is clearly wrong at position 0
+    logits[2, 1, 7] = 5.0 - 1e-5               # row 2: a near tie where it matters
+    logits[3, 0, 3] = 9.0                      # row 3: clearly wrong first; a later tie is irrelevant
+    logits[3, 1, 7] = 5.0
+    right, unsure = A._decide(logits, gold, margin=1e-3)
+    assert right.tolist() == [True, False, False, False]
+    assert unsure.tolist() == [False, False, True, False]
+
+
+def test_joint_pruning_removes_the_least_harmful_head_each_time():
+    tiny = untrained(seed=1, n_heads=2, n_enc_layers=1, n_dec_layers=1, d_model=32)
+    a, b = load_test_set()
+    p = own_answers(tiny.model, a[:300], b[:300])
+    order, curve = A.prune_order(tiny, p, "zero")
+    assert sorted(order) == sorted(tiny.heads) and len(curve) == len(order) + 1 and curve[0] == 1.0
+    removed = []
+    for step, head in enumerate(order):  # brute force with the plain loop, step by step
+        remaining = [h for h in tiny.heads if h not in removed]
+        acc = A.plain_matches(tiny, p, [removed + [h] for h in remaining], "zero").mean(axis=1)
+        assert head == remaining[int(np.argmax(acc))] and curve[step + 1] == acc.max()
+        removed.append(head)
+
+
+def test_gradient_importance_is_the_mean_absolute_gate_gradient(adder, small):
+    a, b = small
+    with pytest.warns(UserWarning):
+        imp = A.gradient_importance(adder, "zero", force=True, a=a[:50], b=b[:50])
+    assert len(imp["raw"]) == 24 and all(v >= 0 for v in imp["raw"].values())
+    layer = [imp["normalised"][f"dec.cross.0.{h}"] for h in range(4)]
+    assert np.linalg.norm(layer) == pytest.approx(1.0)
+    # One problem by finite differences: the loss as head dec.cross.0.1's gate leaves 1.
+    p = A.Problems.from_operands(adder.model, a[:1], b[:1])
+    with pytest.warns(UserWarning):
+        one = A.gradient_importance(adder, "zero", force=True, a=a[:1], b=b[:1])
+
+    def loss(g):
+        m = attention_modules(adder.model)["dec.cross.0"]
+        m.gate = torch.tensor([1.0, g, 1.0, 1.0])
+        try:
+            logits = adder.model(p.src, p.tgt_in)
+            return torch.nn.functional.cross_entropy(logits[0], p.gold[0], ignore_index=PAD, reduction="sum").item()
+        finally:
+            m.gate = None
+    with torch.no_grad():
+        fd = abs(loss(1 + 1e-2) - loss(1 - 1e-2)) / 2e-2
+    assert one["raw"]["dec.cross.0.1"] == pytest.approx(fd, rel=1e-2)
+    assert all(g is None for g, _ in gates(adder.model).values())
+
+
+def test_rank_correlation():
+    assert A.rank_correlation([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert A.rank_correlation([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert A.rank_correlation([1, 2, 3, 4], [0, 0, 1, 1]) == pytest.approx(0.894427, abs=1e-6)  # ties
+
+
+def test_sweep_and_carry_bookkeeping_on_a_known_matrix(adder):
+    a, b = load_test_set()
+    n_carries, chain = A.carry_stats(a, b)
+    correct = np.ones((25, len(a)), dtype=bool)
+    correct[1, :100] = False              # enc.self.0.0 breaks 100 problems: 1 point
+    correct[24, n_carries >= 1] = False   # dec.cross.1.3 breaks every carry problem
+    with pytest.warns(UserWarning):
+        sweep = A.single_head_sweep(adder, force=True, correct=correct)
+        carries = A.carry_breakdown(adder, force=True, correct=correct)
+    assert sweep["baseline"] == 1.0 and sweep["ranking"][:2] == ["dec.cross.1.3", "enc.self.0.0"]
+    assert sweep["critical"] == ["dec.cross.1.3", "enc.self.0.0"]
+    assert sweep["share_prunable_one_at_a_time"] == 22 / 24
+    assert carries["carry_dependent"][0] == "dec.cross.1.3"
+    assert carries["drop_points"]["dec.cross.1.3"] == {"no_carry": 0.0, "carry": 100.0, "chain_2plus": 100.0}
+
+
+@pytest.mark.skipif(not CHECKPOINT.exists(), reason="needs the committed checkpoint data/adder.pt")
+def test_fast_equals_plain_on_the_trained_adder():
+    trained = Adder.load(CHECKPOINT, device="cpu")
+    a, b = load_test_set()
+    p = A.Problems.from_operands(trained.model, a[:1000], b[:1000])
+    configs = [[]] + [[h] for h in trained.heads]
+    for mode in A.MODES:
+        np.testing.assert_array_equal(A.fast_matches(trained, p, configs, mode),
+                                      A.plain_matches(trained, p, configs, mode))
+
+
+def test_the_explorer_reports_errors_inside_itself(adder):
+    from attnkit.widgets import AblationExplorer
+    explorer = AblationExplorer(adder, n_problems=200)  # untrained: refused, said in the widget
+    assert "99 %" in explorer.output.value and all(t.disabled for t in explorer.toggles.values())
+    forced = AblationExplorer(adder, n_problems=200, force=True)
+    assert len(forced.toggles) == 24 and forced.result["exact_match"] == 0.0
+    forced.set_removed(["dec.cross.1.2"], mode="mean")
+    assert forced.result["removed"] == ["dec.cross.1.2"] and forced.result["mode"] == "mean"
+    assert all(g is None for g, _ in gates(adder.model).values())
+    forced.problem.value = "12+"  # malformed: a message, not a traceback
+    assert "⚠" in forced.output.value

@@ -1,0 +1,145 @@
+import numpy as np
+import pytest
+import torch
+
+import attnkit
+from attnkit import capture
+from attnkit.positional import ENCODINGS
+from attnkit.sortedness import (RESULTS_PATH, SortednessClassifier, SortednessConfig, TrainConfig, checkpoint_path,
+                                is_sorted, load_pretrained, load_results, make_test_sets, make_train_set,
+                                shuffle_rows, sorted_sequences, swap_one_pair, train_classifier)
+
+
+def test_hard_negatives_have_exactly_one_descent_and_the_same_values():
+    rng = np.random.default_rng(0)
+    seqs = sorted_sequences(rng, 200, 64, p_narrow=0.5)
+    seqs = seqs[seqs[:, 0] < seqs[:, -1]]
+    hard = swap_one_pair(rng, seqs)
+    assert ((np.diff(hard, axis=1) < 0).sum(1) == 1).all()
+    assert (np.sort(hard, axis=1) == seqs).all()
+    assert not is_sorted(shuffle_rows(rng, seqs)).any()
+    with pytest.raises(ValueError, match="constant"):
+        swap_one_pair(rng, np.full((1, 5), 7))
+
+
+def test_data_sets_have_the_sizes_the_spec_asks_for():
+    rows, labels = make_train_set()
+    assert len(rows) == 10_000 and labels.mean() == 0.5
+    lengths = np.array([len(r) for r in rows])
+    assert lengths.min() == 8 and lengths.max() == 16
+    assert np.bincount(lengths)[8:].min() >= 1111  # balanced over lengths
+    assert all(is_sorted(r[None])[0] == bool(y) for r, y in zip(rows[:500], labels[:500]))
+    tests = make_test_sets(lengths=(32, 256))
+    rows256, y, kind = tests[256]
+    assert rows256.shape == (750, 256) and (np.bincount(kind) == 250).all()  # 500 per negative kind
+    assert (is_sorted(rows256) == (y == 1)).all()
+
+
+def test_long_hard_negatives_swap_nearly_equal_values():
+    rows, _, kind = make_test_sets(lengths=(256,))[256]
+    hard = rows[kind == 1]
+    gap = (hard[:, :-1] - hard[:, 1:]).max(1)  # the one descent
+    assert np.median(gap) == 1
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_padding_does_not_change_a_prediction(encoding):
+    torch.manual_seed(0)
+    model = SortednessClassifier(SortednessConfig(encoding=encoding)).eval()
+    short, long = [3, 1, 4, 1, 5], list(range(20))
+    alone = model.probabilities([short])
+    batched = model.probabilities([short, long])
+    assert batched[0] == pytest.approx(alone[0], abs=1e-5)
+
+
+def test_attention_is_captured_under_stable_names():
+    model = SortednessClassifier(SortednessConfig(encoding="rope")).eval()
+    with capture(model) as cache:
+        model(torch.tensor([[1, 2, 3, 4, 5, 6]]))
+    assert cache["enc.self.0.pattern"].shape == (1, 4, 6, 6)
+    assert cache["enc.self.1.pattern"].shape == (1, 4, 6, 6)
+
+
+def test_none_encoding_sees_a_multiset():
+    torch.manual_seed(0)
+    model = SortednessClassifier(SortednessConfig(encoding="none")).eval()
+    p = model.probabilities([[1, 2, 3, 4, 9], [9, 4, 1, 3, 2]])
+    assert p[0] == pytest.approx(p[1], abs=1e-6)
+
+
+def test_symmetric_alibi_cannot_tell_a_sequence_from_its_reverse():
+    torch.manual_seed(0)
+    model = SortednessClassifier(SortednessConfig(encoding="alibi", alibi_directional=False)).eval()
+    p = model.probabilities([[1, 2, 5, 7, 8], [8, 7, 5, 2, 1]])
+    assert p[0] == pytest.approx(p[1], abs=1e-6)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ([[1, 2, 100]], "100, outside the values 0–99"),
+    ([[1, -1]], "-1, outside"),
+    ([[1, 2], []], "sequence 1 is empty"),
+    ([[1, 2.5]], "2.5, which is not an integer"),
+    ([[1, True]], "True, which is not an integer"),
+    (["123"], "not a list of integers"),
+    ([], "at least one sequence"),
+    ([list(range(100)) * 3], "length 300, longer than this encoding supports"),
+])
+def test_predict_rejects_bad_input_naming_it(bad, message):
+    model = SortednessClassifier(SortednessConfig(encoding="learned"))
+    with pytest.raises(ValueError, match=message):
+        model.predict(bad)
+
+
+def test_other_encodings_have_no_length_limit():
+    model = SortednessClassifier(SortednessConfig(encoding="relative"))
+    assert len(model.predict([list(range(100)) * 3])) == 1
+
+
+def test_a_few_training_steps_lower_the_loss():
+    rows, labels = make_train_set()
+    small = (rows[:512], labels[:512])
+    result = train_classifier(SortednessConfig(encoding="relative", d_model=32, n_layers=1),
+                              TrainConfig(steps=60, batch_size=64), small, device="cpu", progress=False)
+    losses = [h["loss"] for h in result.history]
+    assert losses[-1] < losses[0]
+
+
+# ---------------------------------------------------------------- committed checkpoints and results
+committed = pytest.mark.skipif(not RESULTS_PATH.exists(), reason="run `python -m attnkit train sortedness` first")
+
+
+@committed
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_committed_checkpoints_load_and_match_the_results(encoding):
+    clf = attnkit.load_pretrained(f"sortedness-{encoding}")
+    results = load_results()["encodings"][encoding]
+    assert clf.metrics["val"]["hard"] == results["val"]["hard"]["seeds"][0]
+    assert clf.metrics["hard"][256] == results["hard"][256]["seeds"][0]
+
+
+@committed
+@pytest.mark.parametrize("encoding", [e for e in ENCODINGS if e != "none"])
+def test_committed_models_classify_obvious_cases(encoding):
+    clf = load_pretrained(encoding)
+    assert clf.predict([list(range(10, 22)), [5, 9, 12, 30, 31, 40, 41, 41, 60, 70, 80, 99],
+                        [10, 11, 12, 13, 40, 14, 15, 16, 17, 18], list(range(21, 9, -1))]) == \
+        [True, True, False, False]
+
+
+@committed
+def test_readme_example():
+    clf = attnkit.load_pretrained("sortedness-alibi")
+    assert clf.predict([[1, 2, 2, 5], [3, 1, 2]]) == [True, False]
+    relative = attnkit.load_pretrained("sortedness-relative")
+    assert relative.predict([[1, 2, 2, 5], [3, 1, 2]]) == [True, False]
+
+
+@committed
+def test_committed_results_meet_the_goals():
+    results = load_results()["encodings"]
+    for enc, r in results.items():
+        if enc != "none":
+            assert r["val"]["hard"]["min"] >= 0.97, enc  # every seed trains in range
+    assert results["none"]["val"]["hard"]["max"] < 0.75
+    assert results["relative"]["hard"][256]["mean"] >= 0.95
+    assert checkpoint_path("relative").exists()
