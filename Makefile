@@ -22,9 +22,10 @@ lab: setup
 
 # Unit tests, then every notebook under nbval: notebooks are committed without outputs, so
 # --nbval-lax runs every cell and their assert cells carry the checks; --dist loadfile keeps
-# each notebook's cells on one worker (one kernel, in order).
+# each notebook's cells on one worker (one kernel, in order). One thread per worker: two
+# workers already fill two cores, and oversubscribed OpenMP threads made training ~10x slower.
 test: setup chromium
-	CHROMIUM=$(CHROMIUM) $(PY) -m pytest -n 2 --dist loadfile --nbval-lax tests notebooks
+	OMP_NUM_THREADS=1 CHROMIUM=$(CHROMIUM) $(PY) -m pytest -n 2 --dist loadfile --nbval-lax tests notebooks
 
 # Headless Chromium for the browser test, from the system's packages.
 chromium:

@@ -636,9 +636,8 @@ def plot_pruning_curves(results: dict):
                 label=f"{mode}: full held-out set ({results['n_test']})")
         ax.plot(k, 100 * np.array(j["accuracy_subset"]), ":", color=colour,
                 label=f"{mode}: search subset ({j['subset']['n']})")
-        ax.axvline(j["largest_prunable"], color=colour, lw=1, alpha=0.6)
-        ax.annotate(f"{mode}: {j['largest_prunable']} heads", (j["largest_prunable"], 5 + 8 * i),
-                    color=colour, fontsize=8, ha="right", rotation=90)
+        ax.axvline(j["largest_prunable"], color=colour, lw=1, ls="-.",
+                   label=f"{mode}: {j['largest_prunable']} heads removable at < {THRESHOLD_POINTS:g} point")
     ax.axhline(100 * results["baseline"] - THRESHOLD_POINTS, color="k", ls="--", lw=1,
                label=f"baseline − {THRESHOLD_POINTS:g} point")
     ax.set_xlabel("heads removed together (each time the one whose removal hurts least)")

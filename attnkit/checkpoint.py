@@ -20,6 +20,7 @@ def atomic_write(path: Path, write) -> None:
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a committed data file is world-readable
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

@@ -20,7 +20,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from .data import tokens
+from .data import PAD, tokens
 from .roles import KIND_NAMES, MEASURES, measure_masks
 
 QUERY_LABEL = "query (attending) ↓"
@@ -190,7 +190,9 @@ def attention_view(cache: dict, index: int, kind: str, layer: int, reverse_outpu
     labels, the layer's patterns (heads, q_pos, k_pos) without padding, the masked and the
     outlined cells, and a one-line note on how to read them."""
     src_ids, tgt_ids = cache["src"][index:index + 1], cache["tgt"][index:index + 1]
-    src_tok, tgt_tok = tokens(src_ids[0].tolist()), tokens(tgt_ids[0].tolist())
+    tgt_list = tgt_ids[0].tolist()
+    n_tgt = tgt_list.index(PAD) if PAD in tgt_list else len(tgt_list)  # real up to the first padding
+    src_tok, tgt_tok = tokens(src_ids[0].tolist()), tokens(tgt_list[:n_tgt])
     if kind == "enc.self":
         q_tok, k_tok = src_tok, src_tok
     elif kind == "dec.self":

@@ -40,7 +40,8 @@ heatmap to look at to see the head's usual behaviour, not an outlier.
 from __future__ import annotations
 
 import math
-from typing import Optional
+from contextlib import contextmanager
+from typing import Iterator, Optional
 
 import numpy as np
 import pandas as pd
@@ -52,6 +53,20 @@ from .data import PAD, PLUS, load_test_set
 KINDS = ("enc.self", "dec.self", "dec.cross")
 MEASURES = ("plus", "aligned", "carry", "prev", "diag", "entropy")
 KIND_NAMES = {"enc.self": "encoder self", "dec.self": "decoder self (causal)", "dec.cross": "decoder cross"}
+
+
+@contextmanager
+def single_thread() -> Iterator[None]:
+    """One torch thread inside the block. The adder is tiny (d_model 64) and the measuring is
+    elementwise: more threads gain little even on an idle machine, while on a busy one (a shared
+    CPU, pytest -n 2) every op waits for its threads to be scheduled: 5-10x slower, measured on
+    2 shared cores."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def problems_of(a: np.ndarray, b: np.ndarray) -> list[str]:
@@ -90,6 +105,7 @@ def measure_masks(kind: str, src: Tensor, tgt: Tensor, reverse_output: bool = Fa
     (batch, q_pos) and the keys whose weight is summed (batch, q_pos, k_pos), all bool.
     The module docstring defines them; measures missing here are NaN for `kind`."""
     src, tgt = src.cpu(), tgt.cpu()
+    t_real = _before_padding(tgt)
     lay = source_layout(src)
     s_op, s_place = lay["operand"], lay["place"]
     s_digit = s_op >= 0
@@ -113,14 +129,14 @@ def measure_masks(kind: str, src: Tensor, tgt: Tensor, reverse_output: bool = Fa
         }
     if kind == "dec.self":
         q_pos = torch.arange(tgt.size(1))
-        q_ok = (tgt != PAD) & (q_pos >= 1)  # position 0 can only see <s>: forced, not learned
+        q_ok = t_real & (q_pos >= 1)  # position 0 can only see <s>: forced, not learned
         return {
             "prev": (q_ok, _diagonal(tgt, offset=-1)),
             "diag": (q_ok, _diagonal(tgt, offset=0)),
             "entropy": (q_ok, None),
         }
     if kind == "dec.cross":
-        q_ok = tgt != PAD
+        q_ok = t_real
         q_place = output_places(tgt, n_sum, reverse_output)[:, :, None]  # (batch, tgt_pos, 1)
         k_digit, k_place = s_digit[:, None, :], s_place[:, None, :]
         aligned = q_ok[:, :, None] & (q_place >= 0) & k_digit & (k_place == q_place)
@@ -133,6 +149,12 @@ def measure_masks(kind: str, src: Tensor, tgt: Tensor, reverse_output: bool = Fa
             "entropy": (q_ok, None),
         }
     raise ValueError(f"unknown attention kind {kind!r}; choose one of {KINDS}")
+
+
+def _before_padding(tgt: Tensor) -> Tensor:
+    """(batch, tgt_pos) bool: positions before the first padding. run_with_cache pads from </s>
+    on; an untrained model may also *write* the padding id, and nothing after it is real."""
+    return (tgt == PAD).cumsum(dim=1) == 0
 
 
 def _diagonal(ids: Tensor, offset: int) -> Tensor:
@@ -157,6 +179,11 @@ def per_sample_roles(cache: dict, reverse_output: bool = False, uniform: bool = 
     With `uniform`, every head is replaced by uniform attention over the keys it may see:
     the chance level of each measure.
     """
+    with single_thread():
+        return _per_sample_roles(cache, reverse_output, uniform)
+
+
+def _per_sample_roles(cache: dict, reverse_output: bool, uniform: bool):
     src, tgt = cache["src"].cpu(), cache["tgt"].cpu()
     batch = src.size(0)
     heads, sums, counts = [], {m: [] for m in MEASURES}, {m: [] for m in MEASURES}
@@ -185,10 +212,41 @@ def per_sample_roles(cache: dict, reverse_output: bool = False, uniform: bool = 
     return heads, sums, counts
 
 
+def row_shares(cache: dict, head: str, measure: str, reverse_output: bool = False) -> dict:
+    """One head's measure on every query row, before any averaging: for asking *which* rows
+    a head does it on (e.g. carry share split by the digits of the column to the right).
+
+    Returns share (batch, q_pos) float, NaN where the row does not count, and place (batch,
+    q_pos): the place value of the query's digit (encoder) or of the digit it writes (decoder
+    cross), -1 where there is none.
+    """
+    kind, layer, h = head.rsplit(".", 2)
+    src, tgt = cache["src"].cpu(), cache["tgt"].cpu()
+    masks = measure_masks(kind, src, tgt, reverse_output)
+    if measure not in masks:
+        raise ValueError(f"{measure!r} is not defined for {kind} (NaN in the table)")
+    rows, keys = masks[measure]
+    pattern = cache[f"{kind}.{layer}.pattern"][:, int(h)].float().cpu()  # (batch, q_pos, k_pos)
+    with single_thread():
+        if keys is None:
+            per_row = -torch.special.xlogy(pattern, pattern).sum(-1) / math.log(2)
+        else:
+            per_row = (pattern * keys).sum(-1)
+    if kind == "enc.self":
+        place = source_layout(src)["place"]
+    elif kind == "dec.cross":
+        lay = source_layout(src)
+        total = lay["a"] + lay["b"]
+        place = output_places(tgt, 1 + sum((total >= 10**k).long() for k in range(1, 19)), reverse_output)
+    else:
+        place = torch.full(tgt.shape, -1)
+    return {"share": per_row.masked_fill(~rows, math.nan).numpy(), "place": place.numpy()}
+
+
 def _uniform_like(kind: str, src: Tensor, tgt: Tensor, pattern: Tensor) -> Tensor:
     """Uniform weights over the keys a head may attend to (non-padding; causal in dec.self)."""
-    keys = src if kind != "dec.self" else tgt
-    allowed = (keys != PAD)[:, None, None, :].expand_as(pattern).clone()
+    real_keys = src != PAD if kind != "dec.self" else _before_padding(tgt)
+    allowed = real_keys[:, None, None, :].expand_as(pattern).clone()
     if kind == "dec.self":
         allowed &= torch.ones(tgt.size(1), tgt.size(1), dtype=torch.bool).tril()
     weights = allowed.float()
@@ -241,5 +299,6 @@ def head_roles(adder, a: Optional[np.ndarray] = None, b: Optional[np.ndarray] = 
     if cache is None:
         if a is None:
             a, b = load_test_set()
-        _, cache = adder.run_with_cache(problems_of(a, b))
+        with single_thread():
+            _, cache = adder.run_with_cache(problems_of(a, b))
     return roles_from_cache(cache, adder.cfg.reverse_output)

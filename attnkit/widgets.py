@@ -16,25 +16,12 @@ from typing import Optional
 
 import ipywidgets as W
 import numpy as np
-import torch
 
 from .data import load_test_set, parse_problem
 from .plotting import AttentionPlot, png_bytes, save_figure
-from .roles import KIND_NAMES, KINDS, MEASURES, problems_of, roles_from_cache
+from .roles import KIND_NAMES, KINDS, MEASURES, problems_of, roles_from_cache, single_thread
 
 ALL_HEADS = -1  # the head selector's value for "all heads of the layer, as a grid"
-
-
-@contextmanager
-def single_thread():
-    """One torch thread inside the block. A one-problem forward pass is a few dozen tiny ops:
-    a second thread cannot help, and on a busy machine waking it costs milliseconds per op."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _verdict(problem: str, answer: str, truth: int) -> str:
@@ -56,7 +43,8 @@ class AttentionExplorer:
         self.adder, self.a, self.b = adder, np.asarray(a), np.asarray(b)
         self.reverse_output = adder.cfg.reverse_output
         # One pass over every problem; z is not needed here, so it is not kept (memory).
-        answers, cache = adder.run_with_cache(problems_of(self.a, self.b))
+        with single_thread():
+            answers, cache = adder.run_with_cache(problems_of(self.a, self.b))
         self.answers = answers
         self.cache = {k: v.cpu() for k, v in cache.items() if not k.endswith(".z")}
         self.roles = roles if roles is not None else roles_from_cache(self.cache, self.reverse_output)
@@ -85,7 +73,8 @@ class AttentionExplorer:
                               description="problem", continuous_update=False, layout=W.Layout(width="420px"))
         self.typical = W.Button(description="typical sample of this head", icon="crosshairs",
                                 tooltip="jump to the held-out problem where this head's measures are closest "
-                                        "to its averages", layout=W.Layout(width="230px"))
+                                        "to its averages", layout=W.Layout(width="230px"),
+                                disabled=self.head.value == ALL_HEADS)
         self.answer = W.HTML()
         self.role = W.HTML()
         self.image = W.Image(format="png")

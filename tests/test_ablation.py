@@ -29,6 +29,15 @@ def own_answers(model, a, b) -> A.Problems:
     return A.Problems(p.src, torch.cat([torch.full_like(out[:, :1], BOS), out[:, :-1]], dim=1), gold)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """These models are tiny: one thread is as fast, and far faster when the cores are shared."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def adder():
     return untrained()
@@ -132,7 +141,9 @@ def test_the_fast_sweep_equals_the_plain_loop_exactly(adder, small, mode):
     np.testing.assert_array_equal(A.fast_matches(adder, p, configs, mode), plain)
     # Small batches (several blocks, several row chunks) and the greedy fallback alone agree too.
     np.testing.assert_array_equal(A.fast_matches(adder, p, configs, mode, rows=150), plain)
-    np.testing.assert_array_equal(A.fast_matches(adder, p, configs, mode, margin=float("inf")), plain)
+    some = [0, 1, 9, 17, 25, 26]
+    np.testing.assert_array_equal(A.fast_matches(adder, p, [configs[i] for i in some], mode, margin=float("inf")),
+                                  plain[some])
 
 
 def test_decide_trusts_only_clear_margins():

@@ -1,0 +1,198 @@
+"""Notebook 03 in a real browser: JupyterLab in headless Chromium, driven like a learner.
+
+Starts `jupyter lab` on a free port (its own config, runtime, settings and workspace folders),
+opens a copy of notebook 03, runs every cell, moves the explorer's sample slider, types a
+problem, and checks that the figure and the answer changed. Screenshots go to artifacts/.
+
+Chromium comes from the system (`make test` installs Debian's package); Playwright's own
+browser download is not used. Without Chromium the test is skipped, except under CI (the CI
+environment variable set), where that is a failure: the check must not silently vanish there.
+Facts measured while writing it: as root, `jupyter lab` needs --allow-root; the toolbar's
+idle indicator races the kernel start, so we wait for the status bar's "(ipykernel) | Idle";
+`?reset` opens the notebook in a fresh workspace (no second kernel from a saved layout).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "notebooks" / "03_attention_heatmaps.ipynb"
+ARTIFACTS = ROOT / "artifacts"
+CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+DONE = "notebook 03: every cell ran"  # printed by the notebook's last cell
+SECONDS = 1000  # Playwright counts milliseconds
+
+# Lab settings for an unattended run: no autosave (the copy would gain outputs, harmless but
+# pointless), no news or update toasts over the page, every cell kept in the page (no windowing).
+SETTINGS = {
+    "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false",
+                                                                       "checkForUpdates": False},
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+}
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    if CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK):
+        return str(CHROMIUM)
+    message = (f"Chromium not found at {CHROMIUM}: `make test` installs it (apt-get install chromium), "
+               f"or set CHROMIUM=/path/to/chromium")
+    if in_ci():
+        pytest.fail(message + " — CI must run the browser test")
+    pytest.skip(message)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def request(url: str, method: str = "GET", token: str = "", timeout: float = 5.0):
+    req = urllib.request.Request(url, method=method, headers={"Authorization": f"token {token}"})
+    return urllib.request.urlopen(req, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A JupyterLab server on a copy of notebook 03; always stopped, kernels included."""
+    tmp = tmp_path_factory.mktemp("lab")
+    work = tmp / "work"
+    work.mkdir()
+    shutil.copy(NOTEBOOK, work / NOTEBOOK.name)
+    for name, value in SETTINGS.items():
+        path = tmp / "settings" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(value))
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp / "config"), JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
+               JUPYTER_DATA_DIR=str(tmp / "data"), IPYTHONDIR=str(tmp / "ipython"), JUPYTER_PLATFORM_DIRS="1")
+    port, token = free_port(), secrets.token_hex(16)
+    log = open(tmp / "lab.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", f"--port={port}",
+         "--ServerApp.port_retries=0", "--ServerApp.ip=127.0.0.1", f"--ServerApp.token={token}",
+         f"--ServerApp.root_dir={work}", f"--LabApp.user_settings_dir={tmp / 'settings'}",
+         f"--LabApp.workspaces_dir={tmp / 'workspaces'}"],
+        cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"jupyter lab exited ({proc.returncode}):\n{(tmp / 'lab.log').read_text()[-3000:]}")
+            try:
+                if request(f"{base}/api/status", token=token).status == 200:
+                    break
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"jupyter lab did not answer in 60 s:\n{(tmp / 'lab.log').read_text()[-3000:]}")
+            time.sleep(0.25)
+        yield {"base": base, "token": token, "log": tmp / "lab.log"}
+    finally:
+        try:  # the server shuts its kernels down on this request
+            request(f"{base}/api/shutdown", method="POST", token=token)
+            proc.wait(timeout=15)
+        except Exception:
+            pass
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        log.close()
+
+
+IMAGE_DIGEST = """async (img) => {
+    const bytes = new Uint8Array(await (await fetch(img.src)).arrayBuffer());
+    let h = 0;
+    for (const b of bytes) h = (Math.imul(h, 31) + b) >>> 0;
+    return `${bytes.length}:${h}`;
+}"""
+
+
+def test_explorer_in_jupyterlab(lab, chromium):
+    from playwright.sync_api import expect, sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    start = time.monotonic()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1100})
+            page.goto(f"{lab['base']}/lab/tree/{NOTEBOOK.name}?reset&token={lab['token']}")
+            # The status bar, not the toolbar: the toolbar says idle before the kernel has started.
+            expect(page.get_by_text(re.compile(r"\(ipykernel\) \| Idle"))).to_be_visible(timeout=90 * SECONDS)
+
+            page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
+            page.locator("li.lm-Menu-item[data-command='runmenu:run-all']").click()
+            expect(page.get_by_text(DONE).first).to_be_visible(timeout=120 * SECONDS)
+            errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
+                                  has_text="Traceback")
+            assert errors.count() == 0, errors.first.inner_text()
+
+            explorer = page.locator(".attnkit-explorer").first
+            figure = explorer.locator("img.attnkit-figure")
+            answer = explorer.locator(".attnkit-answer")
+            expect(figure).to_be_visible(timeout=30 * SECONDS)
+            explorer.scroll_into_view_if_needed()
+            expect(answer).to_contain_text("sample 0 of")
+            first = figure.evaluate(IMAGE_DIGEST)
+            page.screenshot(path=ARTIFACTS / "browser_1_ran.png", full_page=False)
+
+            # Move the sample slider with the keyboard, as a learner can.
+            explorer.locator(".attnkit-sample-slider .noUi-handle").focus()
+            page.keyboard.press("ArrowRight")
+            expect(answer).to_contain_text("sample 1 of", timeout=30 * SECONDS)
+            page.wait_for_function(f"async () => (await ({IMAGE_DIGEST})(document.querySelector("
+                                   f"'.attnkit-explorer img.attnkit-figure'))) !== {json.dumps(first)}",
+                                   timeout=30 * SECONDS)
+            moved = figure.evaluate(IMAGE_DIGEST)
+            explorer.screenshot(path=ARTIFACTS / "browser_2_slider.png")
+
+            # Type a problem: the model's answer, checked against the true sum.
+            box = explorer.locator(".attnkit-problem-text input")
+            box.fill("663+497")
+            box.press("Enter")
+            expect(answer).to_contain_text("your problem", timeout=30 * SECONDS)
+            expect(answer).to_contain_text("663+497")
+            expect(answer).to_contain_text("true sum 1160")
+            assert "1160 ✓" in answer.inner_text().replace("model: ", ""), answer.inner_text()
+            page.wait_for_function(f"async () => (await ({IMAGE_DIGEST})(document.querySelector("
+                                   f"'.attnkit-explorer img.attnkit-figure'))) !== {json.dumps(moved)}",
+                                   timeout=30 * SECONDS)
+            explorer.screenshot(path=ARTIFACTS / "browser_3_problem.png")
+
+            # A malformed problem: its error, inside the widget.
+            box.fill("12a+3")
+            box.press("Enter")
+            expect(answer).to_contain_text("not of the form", timeout=30 * SECONDS)
+            explorer.screenshot(path=ARTIFACTS / "browser_4_error.png")
+        finally:
+            browser.close()
+    print(f"browser check took {time.monotonic() - start:.1f} s")
