@@ -94,18 +94,21 @@ def heatmap(pattern, q_tokens: Sequence[str], k_tokens: Sequence[str], title: st
     """
     pattern = np.asarray(pattern, dtype=float)
     _check(pattern, q_tokens, k_tokens)
-    fig = Figure(figsize=(1.6 + 0.5 * len(k_tokens), 1.5 + 0.42 * len(q_tokens)))
-    ax = fig.add_axes((0.22, 0.24, 0.6, 0.62))
+    # Sizes in inches: cells scale with the token counts, margins (labels, colour bar) stay fixed.
+    cell_w, cell_h, left, right, top, bottom = 0.5, 0.42, 1.05, 1.0, 0.6, 0.75
+    width, height = left + cell_w * len(k_tokens) + right, top + cell_h * len(q_tokens) + bottom
+    fig = Figure(figsize=(width, height))
+    box = (left / width, bottom / height, cell_w * len(k_tokens) / width, cell_h * len(q_tokens) / height)
+    ax = fig.add_axes(box)
     panel = _Panel(ax, *pattern.shape, vmax)
     panel.update(pattern, q_tokens, k_tokens, masked, outline, annotate)
-    fig.attnkit_panels = [panel]  # what redraw() updates
-    image = panel.image
+    fig.attnkit_panels = [panel]  # what AttentionPlot updates in place
     ax.set_xlabel(KEY_LABEL)
     ax.set_ylabel(QUERY_LABEL)
     ax.set_title(title, fontsize=9)
-    fig.colorbar(image, cax=fig.add_axes((0.85, 0.24, 0.03, 0.62)), label="weight", ticks=[0, vmax / 2, vmax])
-    if note:
-        fig.text(0.02, 0.01, note, fontsize=7, color="#555555", va="bottom")
+    fig.colorbar(panel.image, cax=fig.add_axes((1 - (right - 0.25) / width, box[1], 0.12 / width, box[3])),
+                 label="weight", ticks=[0, vmax / 2, vmax])
+    fig.attnkit_note = fig.text(0.05 / width, 0.05 / height, note or "", fontsize=7, color="#555555", va="bottom")
     return fig
 
 
@@ -146,8 +149,7 @@ def heatmap_grid(patterns, q_tokens: Sequence[str], k_tokens: Sequence[str], tit
     fig.suptitle(title, fontsize=10, y=1 - 0.08 / height, va="top")
     fig.colorbar(image, cax=fig.add_axes((1 - (right - 0.2) / width, bottom / height, 0.12 / width,
                                           1 - (top + bottom) / height)), label="weight", ticks=[0, vmax / 2, vmax])
-    if note:
-        fig.text(0.05 / width, 0.05 / height, note, fontsize=7, color="#555555", va="bottom")
+    fig.attnkit_note = fig.text(0.05 / width, 0.05 / height, note or "", fontsize=7, color="#555555", va="bottom")
     return fig
 
 
@@ -171,7 +173,8 @@ def roles_heatmap(roles, measures: Sequence[str] = MEASURES, title: str = "measu
         ent = roles[["entropy"]].to_numpy(dtype=float)
         right.imshow(ent, cmap="Greens", aspect="auto", interpolation="nearest", vmin=0)
         for q, w in enumerate(ent[:, 0]):
-            right.text(0, q, f"{w:.2f}", ha="center", va="center", fontsize=7)
+            right.text(0, q, f"{w:.2f}", ha="center", va="center", fontsize=7,
+                       color="white" if w > 0.6 * np.nanmax(ent) else "black")
         right.set_xticks([0], ["entropy\n(bits)"])
         right.xaxis.set_ticks_position("top")
         right.tick_params(labelleft=False, length=0)
@@ -185,10 +188,16 @@ def decoder_query_labels(tgt_tokens: Sequence[str]) -> list[str]:
     return [f"{i}→{o}" for i, o in zip(tgt_tokens, written)]
 
 
-def attention_view(cache: dict, index: int, kind: str, layer: int, reverse_output: bool = False) -> dict:
+OUTLINES = {"aligned": "the aligned digit column (same place value)",
+            "carry": "the carry column (one place to the right)"}
+
+
+def attention_view(cache: dict, index: int, kind: str, layer: int, reverse_output: bool = False,
+                   outline: Optional[str] = "aligned") -> dict:
     """What attention_figure draws for sample `index` of a run_with_cache cache: query and key
-    labels, the layer's patterns (heads, q_pos, k_pos) without padding, the masked and the
-    outlined cells, and a one-line note on how to read them."""
+    labels, the layer's patterns (heads, q_pos, k_pos) without padding, the masked cells, the
+    cells to outline (the keys of measure `outline`, "aligned" or "carry", from attnkit.roles;
+    None for none) and a one-line note on how to read them."""
     src_ids, tgt_ids = cache["src"][index:index + 1], cache["tgt"][index:index + 1]
     tgt_list = tgt_ids[0].tolist()
     n_tgt = tgt_list.index(PAD) if PAD in tgt_list else len(tgt_list)  # real up to the first padding
@@ -203,14 +212,18 @@ def attention_view(cache: dict, index: int, kind: str, layer: int, reverse_outpu
         raise ValueError(f"unknown attention kind {kind!r}; choose one of {list(KIND_NAMES)}")
     nq, nk = len(q_tok), len(k_tok)
     pattern = cache[f"{kind}.{layer}.pattern"][index, :, :nq, :nk].float().cpu().numpy()
-    masked = outline = None
+    masked = boxes = None
     if kind == "dec.self":
         masked = np.triu(np.ones((nq, nk), dtype=bool), k=1)  # the future: the causal mask
         note = "grey: future positions, masked (causal)"
+    elif outline is not None:
+        if outline not in OUTLINES:
+            raise ValueError(f"outline {outline!r}: choose one of {list(OUTLINES)} or None")
+        boxes = measure_masks(kind, src_ids, tgt_ids, reverse_output)[outline][1][0, :nq, :nk].numpy()
+        note = f"orange boxes: {OUTLINES[outline]}"
     else:
-        outline = measure_masks(kind, src_ids, tgt_ids, reverse_output)["aligned"][1][0, :nq, :nk].numpy()
-        note = "orange boxes: the aligned digit column"
-    return dict(q_tokens=q_tok, k_tokens=k_tok, pattern=pattern, masked=masked, outline=outline, note=note)
+        note = ""
+    return dict(q_tokens=q_tok, k_tokens=k_tok, pattern=pattern, masked=masked, outline=boxes, note=note)
 
 
 class AttentionPlot:
@@ -222,8 +235,8 @@ class AttentionPlot:
         self._figures: dict = {}
 
     def figure(self, cache: dict, index: int, kind: str, layer: int, head: Optional[int] = None,
-               reverse_output: bool = False, subtitle: str = "") -> Figure:
-        v = attention_view(cache, index, kind, layer, reverse_output)
+               reverse_output: bool = False, subtitle: str = "", outline: Optional[str] = "aligned") -> Figure:
+        v = attention_view(cache, index, kind, layer, reverse_output, outline)
         pattern, name = v["pattern"], f"{KIND_NAMES[kind]}, layer {layer}"
         suffix = f"\n{subtitle}" if subtitle else ""
         key = (kind, head is None, pattern.shape)
@@ -236,6 +249,7 @@ class AttentionPlot:
                                    masked=v["masked"], outline=v["outline"], note=v["note"])
             else:
                 fig.suptitle(title, fontsize=10)
+                fig.attnkit_note.set_text(v["note"])
                 for panel, p, t in zip(fig.attnkit_panels, pattern, col_titles):
                     panel.update(p, v["q_tokens"], v["k_tokens"], v["masked"], v["outline"])
                     panel.ax.set_title(t, fontsize=8)
@@ -246,6 +260,7 @@ class AttentionPlot:
                               outline=v["outline"], annotate=self.annotate, note=v["note"])
             else:
                 panel = fig.attnkit_panels[0]
+                fig.attnkit_note.set_text(v["note"])
                 panel.update(pattern[head], v["q_tokens"], v["k_tokens"], v["masked"], v["outline"], self.annotate)
                 panel.ax.set_title(title, fontsize=9)
         self._figures[key] = fig
@@ -253,8 +268,9 @@ class AttentionPlot:
 
 
 def attention_figure(cache: dict, index: int, kind: str, layer: int, head: Optional[int] = None,
-                     reverse_output: bool = False, subtitle: str = "") -> Figure:
+                     reverse_output: bool = False, subtitle: str = "", outline: Optional[str] = "aligned") -> Figure:
     """Sample `index` of a run_with_cache cache: one head's heatmap, or (head=None) all heads of
-    the layer as a grid. Decoder rows are labelled "read→written"; the aligned digit column is
-    outlined (encoder self, decoder cross); the causal mask is grey (decoder self)."""
-    return AttentionPlot().figure(cache, index, kind, layer, head, reverse_output, subtitle)
+    the layer as a grid. Decoder rows are labelled "read→written"; the aligned digit column (or,
+    outline="carry", the carry column) is outlined in encoder self- and decoder cross-attention;
+    the causal mask is grey in decoder self-attention."""
+    return AttentionPlot().figure(cache, index, kind, layer, head, reverse_output, subtitle, outline)

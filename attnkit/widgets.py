@@ -61,12 +61,12 @@ class AttentionExplorer:
     def _build(self) -> None:
         n_heads = self.adder.cfg.n_heads
         self.kind = W.Dropdown(options=[(KIND_NAMES[k], k) for k in KINDS], value="dec.cross",
-                               description="attention", layout=W.Layout(width="260px"))
+                               description="attention", layout=W.Layout(width="250px"))
         self.layer = W.IntSlider(value=self.n_layers["dec.cross"] - 1, min=0, max=self.n_layers["dec.cross"] - 1,
-                                 description="layer", continuous_update=False, layout=W.Layout(width="220px"))
+                                 description="layer", continuous_update=False, layout=W.Layout(width="200px"))
         self.head = W.ToggleButtons(options=[("all", ALL_HEADS)] + [(str(h), h) for h in range(n_heads)],
                                     value=ALL_HEADS, description="head",
-                                    style={"button_width": "42px"})
+                                    style={"button_width": "36px"})
         self.sample = W.IntSlider(value=0, min=0, max=len(self.a) - 1, description="sample",
                                   continuous_update=False, layout=W.Layout(width="520px"))
         self.problem = W.Text(value="", placeholder="type a problem, e.g. 663+497, and press Enter",
@@ -75,15 +75,18 @@ class AttentionExplorer:
                                 tooltip="jump to the held-out problem where this head's measures are closest "
                                         "to its averages", layout=W.Layout(width="230px"),
                                 disabled=self.head.value == ALL_HEADS)
+        self.outline = W.Dropdown(options=[("aligned column", "aligned"), ("carry column", "carry"), ("nothing", None)],
+                                  value="aligned", description="outline", layout=W.Layout(width="240px"))
         self.answer = W.HTML()
         self.role = W.HTML()
         self.image = W.Image(format="png")
         for widget, name in [(self.kind, "kind-select"), (self.layer, "layer-slider"), (self.head, "head-select"),
                              (self.sample, "sample-slider"), (self.problem, "problem-text"),
-                             (self.typical, "typical-button"), (self.answer, "answer"), (self.role, "role"),
+                             (self.typical, "typical-button"), (self.outline, "outline-select"),
+                             (self.answer, "answer"), (self.role, "role"),
                              (self.image, "figure")]:
             widget.add_class(f"attnkit-{name}")
-        for control in (self.kind, self.layer, self.head):
+        for control in (self.kind, self.layer, self.head, self.outline):
             control.observe(self._on_view, names="value")
         self.sample.observe(self._on_sample, names="value")
         self.problem.observe(self._on_problem, names="value")
@@ -91,7 +94,7 @@ class AttentionExplorer:
         self.widget = W.VBox([
             W.HBox([self.kind, self.layer, self.head]),
             W.HBox([self.sample, self.typical]),
-            self.problem, self.answer, self.image, self.role,
+            W.HBox([self.problem, self.outline]), self.answer, self.image, self.role,
         ])
         self.widget.add_class("attnkit-explorer")
 
@@ -209,7 +212,7 @@ class AttentionExplorer:
         mark = "✓" if c["answer"] == str(c["truth"]) else f"✗ (true sum {c['truth']})"
         subtitle = f"{c['where']}: {c['problem']} → {c['answer']} {mark}"
         return self.plot.figure(c["cache"], c["index"], self.kind.value, self.layer.value, head,
-                                self.reverse_output, subtitle=subtitle)
+                                self.reverse_output, subtitle=subtitle, outline=self.outline.value)
 
     def save(self, path) -> None:
         """Save the figure now shown as PNG or SVG (by the suffix of `path`)."""

@@ -128,7 +128,10 @@ def lab(tmp_path_factory):
         log.close()
 
 
+# A digest of the PNG the explorer's <img> shows, once the browser has decoded it (so that a
+# screenshot taken next shows it too).
 IMAGE_DIGEST = """async (img) => {
+    await img.decode().catch(() => {});
     const bytes = new Uint8Array(await (await fetch(img.src)).arrayBuffer());
     let h = 0;
     for (const b of bytes) h = (Math.imul(h, 31) + b) >>> 0;
@@ -186,6 +189,7 @@ def test_explorer_in_jupyterlab(lab, chromium):
             page.wait_for_function(f"async () => (await ({IMAGE_DIGEST})(document.querySelector("
                                    f"'.attnkit-explorer img.attnkit-figure'))) !== {json.dumps(moved)}",
                                    timeout=30 * SECONDS)
+            assert figure.evaluate(IMAGE_DIGEST) not in (first, moved)
             explorer.screenshot(path=ARTIFACTS / "browser_3_problem.png")
 
             # A malformed problem: its error, inside the widget.
