@@ -13,13 +13,18 @@ def main(argv=None) -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", help="train a committed model from its seed")
     train.add_argument("what", choices=["adder", "sortedness"])
+    train.add_argument("--out", help="adder only: write the checkpoint here instead of data/adder.pt")
     study = sub.add_parser("study", help="run a study and save its results JSON")
     study.add_argument("what", choices=["ablation"])
     args = parser.parse_args(argv)
+    # One CPU thread: float sums split across threads round differently, and the committed
+    # files in data/ must come out bit for bit the same on every run of these commands.
+    import torch
+    torch.set_num_threads(1)
 
     if args.command == "train" and args.what == "adder":
-        from .adder import train_pretrained
-        train_pretrained()
+        from .adder import CHECKPOINT, train_pretrained
+        train_pretrained(args.out or CHECKPOINT)
     elif args.command == "train" and args.what == "sortedness":
         from .sortedness import run_experiment
         run_experiment()

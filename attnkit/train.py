@@ -98,8 +98,8 @@ def train_adder(
             result.steps = step
             if step % train_cfg.eval_every == 0:
                 val_acc = float(greedy_correct(model, val_a, val_b).mean())
-                result.history.append({"step": step, "loss": loss.item(), "val_exact_match": val_acc,
-                                       "seconds": time.perf_counter() - start})
+                # No wall-clock times in the history: saved files must not differ between reruns.
+                result.history.append({"step": step, "loss": loss.item(), "val_exact_match": val_acc})
                 bar.set_postfix(loss=f"{loss.item():.4f}", val_exact=f"{val_acc:.4f}")
                 if val_acc > best_acc:
                     best_acc = val_acc
@@ -115,7 +115,7 @@ def train_adder(
     result.seconds = time.perf_counter() - start
     if out_path is not None and isinstance(model, Seq2SeqTransformer):
         metrics = evaluate(model, test_a, test_b)
-        metrics.update(steps=result.steps, train_seconds=round(result.seconds, 1), interrupted=result.interrupted)
+        metrics.update(steps=result.steps, interrupted=result.interrupted)
         save_checkpoint(out_path, "adder", asdict(model_cfg), model.state_dict(), metrics)
         save_json(Path(out_path).with_suffix(".json"),
                   {"model_config": asdict(model_cfg), "train_config": asdict(train_cfg),

@@ -139,6 +139,22 @@ IMAGE_DIGEST = """async (img) => {
 }"""
 
 
+def new_image(figure, old: str, timeout: float = 30.0) -> str:
+    """Poll until the explorer's figure is no longer `old`; its new digest. (Polled from here:
+    wait_for_function takes an async predicate's Promise itself as truthy.)"""
+    deadline = time.monotonic() + timeout
+    while (digest := figure.evaluate(IMAGE_DIGEST)) == old:
+        assert time.monotonic() < deadline, "the explorer's figure did not change"
+        time.sleep(0.1)
+    return digest
+
+
+def settle(page) -> None:
+    """Let the page paint what it just decoded (a screenshot can otherwise catch the old image)."""
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    page.wait_for_timeout(300)
+
+
 def test_explorer_in_jupyterlab(lab, chromium):
     from playwright.sync_api import expect, sync_playwright
 
@@ -154,7 +170,8 @@ def test_explorer_in_jupyterlab(lab, chromium):
 
             page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
             page.locator("li.lm-Menu-item[data-command='runmenu:run-all']").click()
-            expect(page.get_by_text(DONE).first).to_be_visible(timeout=120 * SECONDS)
+            # In an output, not the cell's source (visible from the start): the last cell has run.
+            expect(page.locator(".jp-OutputArea-output", has_text=DONE)).to_be_visible(timeout=120 * SECONDS)
             errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
                                   has_text="Traceback")
             assert errors.count() == 0, errors.first.inner_text()
@@ -166,16 +183,15 @@ def test_explorer_in_jupyterlab(lab, chromium):
             explorer.scroll_into_view_if_needed()
             expect(answer).to_contain_text("sample 0 of")
             first = figure.evaluate(IMAGE_DIGEST)
+            settle(page)
             page.screenshot(path=ARTIFACTS / "browser_1_ran.png", full_page=False)
 
             # Move the sample slider with the keyboard, as a learner can.
             explorer.locator(".attnkit-sample-slider .noUi-handle").focus()
             page.keyboard.press("ArrowRight")
             expect(answer).to_contain_text("sample 1 of", timeout=30 * SECONDS)
-            page.wait_for_function(f"async () => (await ({IMAGE_DIGEST})(document.querySelector("
-                                   f"'.attnkit-explorer img.attnkit-figure'))) !== {json.dumps(first)}",
-                                   timeout=30 * SECONDS)
-            moved = figure.evaluate(IMAGE_DIGEST)
+            moved = new_image(figure, first)
+            settle(page)
             explorer.screenshot(path=ARTIFACTS / "browser_2_slider.png")
 
             # Type a problem: the model's answer, checked against the true sum.
@@ -186,16 +202,15 @@ def test_explorer_in_jupyterlab(lab, chromium):
             expect(answer).to_contain_text("663+497")
             expect(answer).to_contain_text("true sum 1160")
             assert "1160 ✓" in answer.inner_text().replace("model: ", ""), answer.inner_text()
-            page.wait_for_function(f"async () => (await ({IMAGE_DIGEST})(document.querySelector("
-                                   f"'.attnkit-explorer img.attnkit-figure'))) !== {json.dumps(moved)}",
-                                   timeout=30 * SECONDS)
-            assert figure.evaluate(IMAGE_DIGEST) not in (first, moved)
+            assert new_image(figure, moved) != first
+            settle(page)
             explorer.screenshot(path=ARTIFACTS / "browser_3_problem.png")
 
             # A malformed problem: its error, inside the widget.
             box.fill("12a+3")
             box.press("Enter")
             expect(answer).to_contain_text("not of the form", timeout=30 * SECONDS)
+            settle(page)
             explorer.screenshot(path=ARTIFACTS / "browser_4_error.png")
         finally:
             browser.close()

@@ -102,6 +102,20 @@ def test_cross_attention_outlines_the_aligned_column():
     assert corners == [(0, 3), (1, 0), (1, 4), (2, 1), (2, 5)]
 
 
+def test_carry_outline_marks_the_column_to_the_right():
+    plot = AttentionPlot()
+    cache = cache_for_12_plus_345()
+    fig = plot.figure(cache, 0, "dec.cross", 0, head=0, outline="carry")
+    # writing hundreds -> the tens digits '1', '4'; writing tens -> the units digits '2', '5'
+    corners = sorted((int(p.get_y() + 0.5), int(p.get_x() + 0.5)) for p in fig.axes[0].patches)
+    assert corners == [(0, 0), (0, 4), (1, 1), (1, 5)]
+    assert "carry column" in fig.attnkit_note.get_text()
+    assert plot.figure(cache, 0, "dec.cross", 0, head=0, outline=None) is fig  # redrawn in place ...
+    assert not fig.axes[0].patches and fig.attnkit_note.get_text() == ""   # ... note and boxes too
+    with pytest.raises(ValueError, match="outline 'diag'"):
+        attention_figure(cache, 0, "dec.cross", 0, head=0, outline="diag")
+
+
 def test_all_heads_grid_for_one_layer():
     fig = attention_figure(cache_for_12_plus_345(), 0, "enc.self", 0)
     assert [ax.get_title() for ax in fig.axes[:4]] == [f"enc.self.0.{h}" for h in range(4)]

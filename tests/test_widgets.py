@@ -32,9 +32,10 @@ def explorer(model):
 
 def test_controls_are_findable_in_the_page(explorer):
     classes = {c for w in (explorer.sample, explorer.layer, explorer.head, explorer.kind, explorer.problem,
-                           explorer.answer, explorer.image, explorer.typical) for c in w._dom_classes}
+                           explorer.answer, explorer.image, explorer.typical, explorer.outline) for c in w._dom_classes}
     assert {"attnkit-sample-slider", "attnkit-layer-slider", "attnkit-head-select", "attnkit-kind-select",
-            "attnkit-problem-text", "attnkit-answer", "attnkit-figure", "attnkit-typical-button"} <= classes
+            "attnkit-problem-text", "attnkit-answer", "attnkit-figure", "attnkit-typical-button",
+            "attnkit-outline-select"} <= classes
     assert explorer.sample.max == len(A) - 1
     assert "application/vnd.jupyter.widget-view+json" in explorer._repr_mimebundle_()
 
@@ -51,7 +52,7 @@ def test_moving_the_sample_slider_redraws(explorer):
     assert "12+345" in explorer.answer.value and "true sum 357" in explorer.answer.value
 
 
-@pytest.mark.parametrize("control, value", [("layer", 0), ("head", 2), ("kind", "enc.self")])
+@pytest.mark.parametrize("control, value", [("layer", 0), ("head", 2), ("kind", "enc.self"), ("outline", "carry")])
 def test_every_control_redraws(explorer, control, value):
     before = explorer.image.value
     getattr(explorer, control).value = value
