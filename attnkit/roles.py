@@ -2,6 +2,8 @@
 
     roles = head_roles(adder)          # pandas DataFrame, one row per head: "enc.self.0.1", ...
     roles.loc["dec.cross.1.2", "aligned"]
+    chance_levels(cache)               # the same measures for uniform attention, per kind
+    row_shares(cache, "enc.self.0.2", "carry")   # one head, every query row: for breakdowns
 
 Every measure is an average over *query rows*: for one row (one query position of one sample)
 it is the attention weight summed over a set of *keys*; the table gives the mean over every
@@ -92,6 +94,12 @@ def source_layout(src: Tensor) -> dict[str, Tensor]:
     return {"operand": operand, "place": place, "a": a, "b": b}
 
 
+def _sum_length(layout: dict) -> Tensor:
+    """(batch,) number of digits of the true sum a + b, from source_layout()."""
+    total = layout["a"] + layout["b"]
+    return 1 + sum((total >= 10**k).long() for k in range(1, 19))
+
+
 def output_places(tgt: Tensor, n_sum_digits: Tensor, reverse_output: bool = False) -> Tensor:
     """(batch, tgt_pos) place value of the digit each decoder position writes; -1 for </s> and beyond."""
     t = torch.arange(tgt.size(1))
@@ -109,8 +117,7 @@ def measure_masks(kind: str, src: Tensor, tgt: Tensor, reverse_output: bool = Fa
     lay = source_layout(src)
     s_op, s_place = lay["operand"], lay["place"]
     s_digit = s_op >= 0
-    total = lay["a"] + lay["b"]
-    n_sum = 1 + sum((total >= 10**k).long() for k in range(1, 19))  # digits of the true sum
+    n_sum = _sum_length(lay)
     if kind == "enc.self":
         q_ok = src != PAD
         q_digit, q_place, q_op = s_digit[:, :, None], s_place[:, :, None], s_op[:, :, None]
@@ -235,9 +242,7 @@ def row_shares(cache: dict, head: str, measure: str, reverse_output: bool = Fals
     if kind == "enc.self":
         place = source_layout(src)["place"]
     elif kind == "dec.cross":
-        lay = source_layout(src)
-        total = lay["a"] + lay["b"]
-        place = output_places(tgt, 1 + sum((total >= 10**k).long() for k in range(1, 19)), reverse_output)
+        place = output_places(tgt, _sum_length(source_layout(src)), reverse_output)
     else:
         place = torch.full(tgt.shape, -1)
     return {"share": per_row.masked_fill(~rows, math.nan).numpy(), "place": place.numpy()}

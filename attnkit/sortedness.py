@@ -49,16 +49,17 @@ def sorted_sequences(rng: np.random.Generator, n: int, length: int, p_narrow: fl
     return np.sort(values, axis=1)
 
 
-def swap_one_pair(rng: np.random.Generator, seqs: np.ndarray) -> np.ndarray:
-    """Hard negatives: swap one adjacent pair (i, i+1) with x_i < x_{i+1}, chosen uniformly.
+def swap_one_pair(rng: np.random.Generator, seqs: np.ndarray, weights: Optional[np.ndarray] = None) -> np.ndarray:
+    """Hard negatives: swap one adjacent pair (i, i+1) with x_i < x_{i+1}, chosen uniformly
+    among such pairs, or with probability ∝ weights[i] (length - 1,) when given.
 
     Every row must have such a pair (not be constant); the result has exactly one descent."""
     strict = np.diff(seqs, axis=1) > 0                     # (n, length - 1)
     if not strict.any(axis=1).all():
         raise ValueError("a constant sequence cannot be made unsorted by one swap")
-    # The k-th strict pair, k uniform: a random rank among each row's strict pairs.
-    k = np.floor(rng.random(len(seqs)) * strict.sum(1)).astype(np.int64)
-    i = (np.cumsum(strict, axis=1) > k[:, None]).argmax(axis=1)
+    w = strict * (1.0 if weights is None else np.asarray(weights, dtype=float)[None])
+    cum = np.cumsum(w, axis=1)
+    i = (cum > rng.random(len(seqs))[:, None] * cum[:, -1:]).argmax(axis=1)
     out, rows = seqs.copy(), np.arange(len(seqs))
     out[rows, i], out[rows, i + 1] = seqs[rows, i + 1], seqs[rows, i]
     return out
@@ -84,11 +85,11 @@ def _non_constant(rng, n, length, p_narrow):
 
 
 def labelled_set(rng: np.random.Generator, n_pos: int, n_hard: int, n_shuffle: int, length: int,
-                 p_narrow: float = 0.0) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+                 p_narrow: float = 0.0, pair_weights: Optional[np.ndarray] = None):
     """Sorted rows (label 1), then hard and shuffle negatives (label 0) of one length.
     Returns (rows, labels, kind) with kind 0 = sorted, 1 = hard, 2 = shuffle."""
     pos = _non_constant(rng, n_pos, length, p_narrow)
-    hard = swap_one_pair(rng, _non_constant(rng, n_hard, length, p_narrow))
+    hard = swap_one_pair(rng, _non_constant(rng, n_hard, length, p_narrow), pair_weights)
     shuf = shuffle_rows(rng, _non_constant(rng, n_shuffle, length, p_narrow))
     rows = list(pos) + list(hard) + list(shuf)
     kind = np.repeat([0, 1, 2], [n_pos, n_hard, n_shuffle])
@@ -103,18 +104,26 @@ class DataConfig:
     n_test: int = 500        # per length and negative kind: 250 sorted + 250 negatives
     p_hard: float = 0.8      # share of training negatives that are hard (the rest shuffles)
     p_narrow: float = 0.5    # share of training rows drawn from a narrow value window (small gaps)
+    even_pairs: bool = True  # every pair index 0–14 gets as many training swaps (see make_train_set)
 
 
 def make_train_set(cfg: DataConfig = DataConfig()):
-    """n_train rows of lengths 8–16 (equal counts per length), balanced, mostly hard negatives."""
+    """n_train rows of lengths 8–16 (equal counts per length), balanced, mostly hard negatives.
+
+    With a uniform swap, pair 14 (positions 14, 15) exists only in length-16 rows and gets a
+    ninth of the swaps pair 0 gets. A model with absolute positions learns each position on
+    its own and then misses late swaps; `even_pairs` weights pair i by 1 / (number of
+    training lengths that have it), so every pair index is swapped equally often."""
     rng = np.random.default_rng(cfg.seed)
     rows, labels = [], []
     per_len = cfg.n_train // len(TRAIN_LENGTHS)
+    have_pair = np.array([sum(L - 1 > i for L in TRAIN_LENGTHS) for i in range(max(TRAIN_LENGTHS) - 1)])
     for i, length in enumerate(TRAIN_LENGTHS):
         n = per_len + (1 if i < cfg.n_train % len(TRAIN_LENGTHS) else 0)
         n_neg = n // 2
         n_hard = round(n_neg * cfg.p_hard)
-        r, y, _ = labelled_set(rng, n - n_neg, n_hard, n_neg - n_hard, length, cfg.p_narrow)
+        weights = 1.0 / have_pair[:length - 1] if cfg.even_pairs else None
+        r, y, _ = labelled_set(rng, n - n_neg, n_hard, n_neg - n_hard, length, cfg.p_narrow, weights)
         rows += r
         labels.append(y)
     return rows, np.concatenate(labels)
@@ -294,7 +303,7 @@ def validate(seqs, max_len: Optional[int]) -> list[list[int]]:
 @dataclass
 class TrainConfig:
     seed: int = 0            # model initialisation and batch order
-    steps: int = 1200        # optimizer steps (~15 epochs of 10,000 rows at batch 128)
+    steps: int = 2000        # optimizer steps (~25 epochs of 10,000 rows at batch 128)
     batch_size: int = 128
     lr: float = 3e-3         # peak, after a short warm-up, cosine-decayed to 0
     warmup_steps: int = 50
@@ -325,22 +334,24 @@ def train_classifier(model_cfg: SortednessConfig = SortednessConfig(), train_cfg
     model = SortednessClassifier(model_cfg).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=train_cfg.lr, weight_decay=train_cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, train_cfg))
-    all_tokens, all_pad = pad_batch(rows)                  # (n, 16): pad once, index per step
+    all_tokens, _ = pad_batch(rows)                         # (n, 16): pad once, index per step
+    lengths = np.array([len(r) for r in rows])
     lo, hi = np.array([r.min() for r in rows]), np.array([r.max() for r in rows])
     result, start = TrainResult(model), time.perf_counter()
-    order = np.empty(0, dtype=np.int64)
+    batches: list = []
     model.train()
     for step in tqdm(range(train_cfg.steps), desc=f"{model_cfg.encoding} seed {train_cfg.seed}",
                      disable=not progress, leave=False):
-        if len(order) < train_cfg.batch_size:  # a fresh epoch in a fresh order
-            order = np.concatenate([order, rng.permutation(len(rows))])
-        idx, order = order[:train_cfg.batch_size], order[train_cfg.batch_size:]
-        n_pos = int((~all_pad[idx]).sum(1).max())
-        tokens, pad = all_tokens[idx, :n_pos], all_pad[idx, :n_pos]
+        if not batches:  # a fresh epoch: every batch holds one length, so nothing is padded
+            batches = [chunk for L in np.unique(lengths)
+                       for chunk in np.array_split(rng.permutation(np.flatnonzero(lengths == L)),
+                                                   max(1, round((lengths == L).sum() / train_cfg.batch_size)))]
+            batches = [batches[i] for i in rng.permutation(len(batches))]
+        idx = batches.pop()
+        tokens = all_tokens[idx, :lengths[idx[0]]]
         if train_cfg.shift:  # sortedness ignores a common offset; the model must not memorise values
-            shift = torch.from_numpy(rng.integers(-lo[idx], N_VALUES - hi[idx]))
-            tokens = (tokens + shift[:, None]).masked_fill(pad, 0)
-        tokens, pad = tokens.to(device), pad.to(device)
+            tokens = tokens + torch.from_numpy(rng.integers(-lo[idx], N_VALUES - hi[idx]))[:, None]
+        tokens, pad = tokens.to(device), None
         y = torch.from_numpy(labels[idx]).to(device)
         logits = model(tokens, pad)
         loss = F.binary_cross_entropy_with_logits(logits, y)

@@ -18,7 +18,7 @@ import ipywidgets as W
 import numpy as np
 
 from .data import load_test_set, parse_problem
-from .plotting import AttentionPlot, png_bytes, save_figure
+from .plotting import AttentionPlot, save_figure
 from .roles import KIND_NAMES, KINDS, MEASURES, problems_of, roles_from_cache, single_thread
 
 ALL_HEADS = -1  # the head selector's value for "all heads of the layer, as a grid"
@@ -33,8 +33,14 @@ def _verdict(problem: str, answer: str, truth: int) -> str:
 
 class AttentionExplorer:
     """Attention heatmaps of the adder, driven by widgets: sample and layer sliders, a head
-    selector (one head, or all heads as a grid), the attention kind, a text box for your own
-    problem, and the measured role of the selected head (attnkit.roles)."""
+    selector (one head, or all heads as a grid), the attention kind, what to outline (the
+    aligned or the carry column), a text box for your own problem with the model's answer
+    checked against the true sum, and the measured role of the shown heads (attnkit.roles),
+    with a button to jump to the sample where the selected head is most typical.
+
+    `roles`, when given, must be head_roles() of the same problems (a, b): its
+    typical_sample indexes them. Otherwise it is measured from the explorer's own pass.
+    """
 
     def __init__(self, adder, a: Optional[np.ndarray] = None, b: Optional[np.ndarray] = None,
                  roles=None):
@@ -53,6 +59,7 @@ class AttentionExplorer:
         self.plot = AttentionPlot()
         self.custom: Optional[tuple[str, str, dict]] = None  # (problem, answer, cache) while shown
         self._quiet = False  # True while several controls change at once: redraw only at the end
+        self._role_tables: dict = {}
         self._build()
         self.redraw()
 
@@ -221,8 +228,11 @@ class AttentionExplorer:
     def redraw(self) -> None:
         c = self._current()
         self.answer.value = f"{c['where']}: " + _verdict(c["problem"], c["answer"], c["truth"])
-        self.image.value = png_bytes(self.figure())
-        self.role.value = self._role_html()
+        self.image.value = self.plot.png(self.figure())
+        key = (self.kind.value, self.layer.value, self.head.value)
+        if key not in self._role_tables:  # the roles never change: build each table once
+            self._role_tables[key] = self._role_html()
+        self.role.value = self._role_tables[key]
 
     def _role_html(self) -> str:
         """The measured roles of the shown head(s): the numbers behind the picture."""

@@ -3,9 +3,10 @@
     python benchmarks/bench_explorer.py [--moves 30] [--n 10000]
 
 The explorer computes every head's pattern on every held-out problem once, in one batched
-pass, and keeps its figures: a sample-slider move then only updates and renders the figure.
-The baseline is what an explorer without that cache does on every move: run the model on the
-problem again (adder.run_with_cache, greedy decoding included) and draw a fresh figure.
+pass: a sample-slider move then only updates and renders the figure. The baseline recomputes
+the patterns on every move — runs the model on that problem again (adder.run_with_cache,
+greedy decoding included, on one thread as the explorer does for a typed problem) — and then
+draws exactly as the explorer does.
 The bar: the explorer's median redraw is at most 150 ms on a laptop CPU. Wall-clock numbers
 depend on what else runs on the machine, so the load average and the process CPU time are
 printed as well; report both.
@@ -19,22 +20,25 @@ import attnkit
 from attnkit.adder import CHECKPOINT, Adder
 from attnkit.data import load_test_set
 from attnkit.model import Seq2SeqConfig, Seq2SeqTransformer
-from attnkit.plotting import attention_figure, png_bytes
+from attnkit.plotting import AttentionPlot
 from attnkit.widgets import ALL_HEADS, AttentionExplorer, single_thread
 
 BAR_MS = 150.0
 
 
-def timed(step, moves: int) -> tuple[float, float]:
-    """Median wall and CPU milliseconds of step(i) over i = 1 … moves (after one warm-up)."""
-    step(0)
-    wall, cpu = [], []
+def timed(steps, moves: int) -> list[tuple[float, float]]:
+    """Median wall and CPU milliseconds of each step(i), i = 1 … moves, after one warm-up call.
+    The steps take turns at every i, so a burst of load on a shared machine hits them alike."""
+    for step in steps:
+        step(0)
+    wall, cpu = [[] for _ in steps], [[] for _ in steps]
     for i in range(1, moves + 1):
-        w, c = time.perf_counter(), time.process_time()
-        step(i)
-        wall.append((time.perf_counter() - w) * 1e3)
-        cpu.append((time.process_time() - c) * 1e3)
-    return statistics.median(wall), statistics.median(cpu)
+        for k, step in enumerate(steps):
+            w, c = time.perf_counter(), time.process_time()
+            step(i)
+            wall[k].append((time.perf_counter() - w) * 1e3)
+            cpu[k].append((time.process_time() - c) * 1e3)
+    return [(statistics.median(w), statistics.median(c)) for w, c in zip(wall, cpu)]
 
 
 def main() -> None:
@@ -66,15 +70,16 @@ def main() -> None:
         def move(i):  # what a slider move does: set the value, the observer redraws
             explorer.sample.value = i % len(a)
 
-        def recompute(i):  # the baseline: run the model again on every move, draw a new figure
-            i = i % len(a)
-            with single_thread():  # as the explorer runs a typed problem: the fastest setting here
-                _, cache = adder.run_with_cache([f"{a[i]}+{b[i]}"])
-            png_bytes(attention_figure(cache, 0, kind, layer, None if head == ALL_HEADS else head,
-                                       adder.cfg.reverse_output))
+        plot = AttentionPlot()
 
-        ours, ours_cpu = timed(move, args.moves)
-        base, base_cpu = timed(recompute, args.moves)
+        def recompute(i):  # the baseline: run the model again on every move, then draw the same way
+            i = i % len(a)
+            with single_thread():
+                _, cache = adder.run_with_cache([f"{a[i]}+{b[i]}"])
+            plot.png(plot.figure(cache, 0, kind, layer, None if head == ALL_HEADS else head,
+                                 adder.cfg.reverse_output))
+
+        (ours, ours_cpu), (base, base_cpu) = timed([move, recompute], args.moves)
         worst = max(worst, ours)
         label = f"{kind}.{layer} " + ("all heads (grid)" if head == ALL_HEADS else f"head {head}")
         print(f"{label:<34} {ours:8.1f} / {ours_cpu:6.1f} {base:8.1f} / {base_cpu:6.1f} {base / ours:6.2f}x")

@@ -141,6 +141,9 @@ def test_the_fast_sweep_equals_the_plain_loop_exactly(adder, small, mode):
     np.testing.assert_array_equal(A.fast_matches(adder, p, configs, mode), plain)
     # Small batches (several blocks, several row chunks) and the greedy fallback alone agree too.
     np.testing.assert_array_equal(A.fast_matches(adder, p, configs, mode, rows=150), plain)
+    base = ["dec.self.0.1", "enc.self.1.2"]  # ablations on top of others (joint pruning's steps)
+    np.testing.assert_array_equal(A.fast_matches(adder, p, configs[:9], mode, base=base),
+                                  A.plain_matches(adder, p, [base + c for c in configs[:9]], mode))
     some = [0, 1, 9, 17, 25, 26]
     np.testing.assert_array_equal(A.fast_matches(adder, p, [configs[i] for i in some], mode, margin=float("inf")),
                                   plain[some])

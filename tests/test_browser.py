@@ -155,7 +155,7 @@ def settle(page) -> None:
     page.wait_for_timeout(300)
 
 
-def test_explorer_in_jupyterlab(lab, chromium):
+def test_explorer_in_jupyterlab(chromium, lab):  # chromium first: no server started for a skip
     from playwright.sync_api import expect, sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)

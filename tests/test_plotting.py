@@ -98,8 +98,7 @@ def test_cross_attention_outlines_the_aligned_column():
     ax = fig.axes[0]
     assert labels(ax, "x") == ["1", "2", "+", "3", "4", "5"]
     # hundreds -> '3'; tens -> '1', '4'; units -> '2', '5': five outlined cells
-    corners = sorted((int(p.get_y() + 0.5), int(p.get_x() + 0.5)) for p in ax.patches)
-    assert corners == [(0, 3), (1, 0), (1, 4), (2, 1), (2, 5)]
+    assert fig.attnkit_panels[0].outlined() == [(0, 3), (1, 0), (1, 4), (2, 1), (2, 5)]
 
 
 def test_carry_outline_marks_the_column_to_the_right():
@@ -107,11 +106,10 @@ def test_carry_outline_marks_the_column_to_the_right():
     cache = cache_for_12_plus_345()
     fig = plot.figure(cache, 0, "dec.cross", 0, head=0, outline="carry")
     # writing hundreds -> the tens digits '1', '4'; writing tens -> the units digits '2', '5'
-    corners = sorted((int(p.get_y() + 0.5), int(p.get_x() + 0.5)) for p in fig.axes[0].patches)
-    assert corners == [(0, 0), (0, 4), (1, 1), (1, 5)]
+    assert fig.attnkit_panels[0].outlined() == [(0, 0), (0, 4), (1, 1), (1, 5)]
     assert "carry column" in fig.attnkit_note.get_text()
     assert plot.figure(cache, 0, "dec.cross", 0, head=0, outline=None) is fig  # redrawn in place ...
-    assert not fig.axes[0].patches and fig.attnkit_note.get_text() == ""   # ... note and boxes too
+    assert not fig.attnkit_panels[0].outlined() and fig.attnkit_note.get_text() == ""  # ... note, boxes too
     with pytest.raises(ValueError, match="outline 'diag'"):
         attention_figure(cache, 0, "dec.cross", 0, head=0, outline="diag")
 
@@ -132,8 +130,25 @@ def test_attention_plot_redraws_in_place():
     assert second is first  # same layout: the figure is reused ...
     assert "dec.cross.0.2" in second.axes[0].get_title()
     assert png_bytes(second) != before  # ... and shows the new weights
-    assert len(second.axes[0].patches) == 5  # overlays replaced, not piled up
+    assert len(second.attnkit_panels[0].outlined()) == 5  # overlays replaced, not piled up
     assert plot.figure(cache, 0, "dec.self", 0, head=0) is not first
+
+
+@pytest.mark.parametrize("kind, head", [("dec.cross", None), ("dec.self", 2), ("enc.self", 0)])
+def test_blitted_png_has_the_same_pixels_as_a_full_draw(kind, head, tmp_path):
+    import io
+    from PIL import Image
+    cache = cache_for_12_plus_345()
+    plot = AttentionPlot()
+    save_figure(plot.figure(cache, 0, kind, 0, head), tmp_path / "at_150_dpi.png")
+    plot.png(plot.figure(cache, 0, kind, 0, head))                  # builds the background
+    cache[f"{kind}.0.pattern"] = cache[f"{kind}.0.pattern"].flip(-2)  # new weights on the same layout
+    fig = plot.figure(cache, 0, kind, 0, head, subtitle="again")
+    blitted, full = plot.png(fig), png_bytes(fig, dpi=72)
+    pixels = [np.asarray(Image.open(io.BytesIO(png)).convert("RGBA")) for png in (blitted, full)]
+    np.testing.assert_array_equal(*pixels)
+    save_figure(fig, tmp_path / "again.png")                         # a save in between changes nothing
+    np.testing.assert_array_equal(np.asarray(Image.open(io.BytesIO(plot.png(fig))).convert("RGBA")), pixels[0])
 
 
 def test_roles_heatmap_shows_every_head_and_greys_undefined():

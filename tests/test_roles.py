@@ -10,7 +10,7 @@ from attnkit.adder import Adder
 from attnkit.data import BOS, EOS, PAD, encode_sources, encode_targets, load_test_set
 from attnkit.model import Seq2SeqConfig, Seq2SeqTransformer
 from attnkit.roles import (MEASURES, chance_levels, head_roles, measure_masks, output_places, problems_of,
-                           roles_from_cache, source_layout)
+                           roles_from_cache, row_shares, source_layout)
 
 # "12+345" = 357.  Source positions: 0:'1'(a, place 1) 1:'2'(a, 0) 2:'+' 3:'3'(b, 2) 4:'4'(b, 1) 5:'5'(b, 0) 6:pad
 # Decoder input: <s> 3 5 7 pad; rows 0, 1, 2 write places 2, 1, 0; row 3 writes </s>; row 4 is padding.
@@ -125,6 +125,16 @@ def test_table_shape_and_order(roles):
     assert list(roles.columns) == ["kind", "layer", "head_index", *MEASURES, "typical_sample"]
     assert list(roles.index[:4]) == [f"enc.self.0.{h}" for h in range(4)]
     assert roles.kind.tolist() == ["enc.self"] * 4 + ["dec.self"] * 4 + ["dec.cross"] * 4
+
+
+def test_row_shares_keep_every_row_apart():
+    rows = row_shares(hand_cache(), "dec.cross.0.1", "carry")
+    np.testing.assert_array_equal(rows["share"], [[1, 1, np.nan, np.nan, np.nan]])
+    np.testing.assert_array_equal(rows["place"], [[2, 1, 0, -1, -1]])
+    rows = row_shares(hand_cache(), "enc.self.0.2", "aligned")
+    np.testing.assert_allclose(rows["share"], [[1 / 6, 1 / 6, np.nan, np.nan, 1 / 6, 1 / 6, np.nan]])
+    with pytest.raises(ValueError, match="not defined for dec.self"):
+        row_shares(hand_cache(), "dec.self.0.0", "plus")
 
 
 def test_chance_levels_are_uniform_attention():

@@ -119,4 +119,9 @@ def test_grid_and_single_head_views(explorer):
 
 def test_save_writes_the_shown_figure(explorer, tmp_path):
     explorer.save(tmp_path / "shown.svg")
+    explorer.save(tmp_path / "shown.png")
     assert b"<svg" in (tmp_path / "shown.svg").read_bytes()
+    assert (tmp_path / "shown.png").read_bytes().startswith(b"\x89PNG")
+    before = explorer.image.value
+    explorer.sample.value = 5  # saving at another resolution does not disturb the next redraw
+    assert explorer.image.value != before and bytes(explorer.image.value).startswith(b"\x89PNG")
