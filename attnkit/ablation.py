@@ -11,11 +11,13 @@ A removed head's z (its output before W_O) is replaced, for every query position
 Every study measures greedy exact match on the held-out set and refuses a model below 99 %
 (`check_baseline`): ablating a broken model measures nothing.
 
-Speed: a problem is greedily right iff, with the true answer fed in (teacher forcing), the
-argmax is right at every position, because then greedy decoding feeds itself exactly the
-true prefix. So one decoder pass replaces five decoding steps; the encoder runs once for
-all decoder-head ablations; several ablations share one batch through per-sample gates.
-Where a logit margin is too thin to trust that shortcut, the problem is decoded greedily.
+Speed (`fast_matches`): a problem is greedily right iff, with the true answer fed in
+(teacher forcing), the argmax is right at every position, because then greedy decoding feeds
+itself exactly the true prefix. So one decoder pass replaces five decoding steps, every layer's
+input is fixed, and an ablation is recomputed only from the first layer it touches (the encoder
+runs once for all decoder-head ablations); ablations share batches through per-sample gates.
+Where a logit margin is too thin to trust the shortcut, the problem is decoded greedily; the
+tests check the result against plain greedy decoding, bit for bit.
 """
 from __future__ import annotations
 
@@ -39,9 +41,24 @@ MODES = ("zero", "mean")
 MIN_BASELINE = 0.99      # below this, the studies refuse the model (unless forced)
 THRESHOLD_POINTS = 1.0   # a head (or set) is prunable when removing it costs < 1 point
 REMEASURE_POINTS = 5.0   # joint pruning: re-measure prefixes on the full set until the subset loses this
+THREADS: Optional[int] = 1  # torch threads while measuring; None: leave torch's setting alone
 RESULTS_PATH = DATA_DIR / "ablation_results.json"
 CARRY_GROUPS = {"no_carry": "no carry", "carry": "≥ 1 carry", "chain_2plus": "carry chain ≥ 2"}
 _CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # model -> per-model results
+
+
+@contextmanager
+def threads() -> Iterator[None]:
+    """Run with THREADS torch threads (also a decorator). The adder is tiny (d_model 64): a
+    second thread gains little on an idle machine, and on a busy one (shared cores, pytest -n 2)
+    every op waits for its threads to be scheduled, 3-10x slower (measured on 2 shared cores)."""
+    before = torch.get_num_threads()
+    if THREADS:
+        torch.set_num_threads(THREADS)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 class BaselineTooLowError(ValueError):
@@ -112,6 +129,7 @@ class Problems:
 
     @classmethod
     def from_operands(cls, model, a: np.ndarray, b: np.ndarray) -> "Problems":
+        model = _model(model)
         cfg, device = model.cfg, next(model.parameters()).device
         tgt = encode_targets(np.asarray(a) + np.asarray(b), cfg.n_digits, cfg.reverse_output).to(device)
         return cls(encode_sources(a, b, cfg.n_digits).to(device), tgt[:, :-1], tgt[:, 1:])
@@ -126,6 +144,7 @@ def _problems(model, a, b) -> Problems:
     return Problems.from_operands(model, a, b)
 
 
+@threads()
 @torch.no_grad()
 def mean_z(adder, a: Optional[np.ndarray] = None, b: Optional[np.ndarray] = None) -> dict[str, Tensor]:
     """Per attention module, (heads, d_head): each head's mean z over every real query
@@ -183,6 +202,7 @@ def ablate(adder, heads: Sequence[str], mode: str = "zero") -> Iterator:
 # Evaluating many ablations at once
 # ---------------------------------------------------------------------------------------
 
+@threads()
 @torch.no_grad()
 def plain_matches(adder, problems: Problems, configs: Sequence[Sequence[str]], mode: str = "zero") -> np.ndarray:
     """(configs, batch) bool, the reference way: greedy-decode once per ablation."""
@@ -196,14 +216,6 @@ def plain_matches(adder, problems: Problems, configs: Sequence[Sequence[str]], m
     return np.stack(out)
 
 
-def _first_layer(model, keep: dict) -> tuple[int, int]:
-    """Where an ablation first changes the computation: (0, L) encoder layer L, (1, L) decoder
-    layer L; (2, 0) for no ablation. Everything before that point is the intact model's."""
-    enc = [int(n.rsplit(".", 1)[1]) for n in keep if n.startswith("enc.")]
-    dec = [int(n.rsplit(".", 1)[1]) for n in keep if n.startswith("dec.")]
-    return (0, min(enc)) if enc else (1, min(dec)) if dec else (2, 0)
-
-
 def _keep_vectors(model, heads: Sequence[str], device) -> dict[str, Tensor]:
     """{module: (heads,) float, 1 = keep, 0 = removed} for the modules `heads` touch."""
     keep = {}
@@ -212,51 +224,88 @@ def _keep_vectors(model, heads: Sequence[str], device) -> dict[str, Tensor]:
     return keep
 
 
+def _module_order(model) -> list[str]:
+    """Attention modules in the order the computation reaches them."""
+    dec = [f"dec.{kind}.{i}" for i in range(len(model.decoder)) for kind in ("self", "cross")]
+    return [f"enc.self.{i}" for i in range(len(model.encoder))] + dec
+
+
 @torch.no_grad()
-def _base_run(model, p: Problems, rows: int) -> dict:
-    """The model's input to every encoder and decoder layer, its memory and its logits, with
-    whatever gates are set now (the base ablation)."""
+def _base_run(model, p: Problems, rows: int, needed: set) -> dict:
+    """One run with the gates set now (the base ablation), keeping what a restart needs: the
+    input of every layer, the decoder's stream before each cross-attention ("mid"), the z of
+    the `needed` modules, the memory, each decoder layer's cross keys and values, the logits."""
     saved: dict[str, list] = {}
-    hooks = [layer.register_forward_pre_hook(lambda mod, args, key=f"{side}{i}": saved.setdefault(key, []).append(args[0]))
-             for side, stack in (("enc", model.encoder), ("dec", model.decoder)) for i, layer in enumerate(stack)]
+    keep = lambda key: lambda mod, args: saved.setdefault(key, []).append(args[0])
+    hooks = [layer.register_forward_pre_hook(keep(f"enc{i}")) for i, layer in enumerate(model.encoder)]
+    for i, layer in enumerate(model.decoder):
+        hooks += [layer.register_forward_pre_hook(keep(f"dec{i}")), layer.ln_cross.register_forward_pre_hook(keep(f"mid{i}"))]
     try:
-        memory, logits, cross = [], [], []
         for src, tgt_in in zip(p.src.split(rows), p.tgt_in.split(rows)):
-            memory.append(model.encode(src))
-            # Decoding with (empty) states runs every position at once, as without, and leaves
-            # each layer's cross-attention keys and values of the memory in the states.
-            states = [{} for _ in model.decoder]
-            logits.append(model.decode(tgt_in, memory[-1], src == PAD, states))
-            cross.append([s["cross"] for s in states])
+            with capture(model) as cache:
+                memory = model.encode(src)
+                # With (empty) states the decoder still runs every position at once, and leaves
+                # each layer's cross-attention keys and values of the memory in them.
+                states = [{} for _ in model.decoder]
+                logits = model.decode(tgt_in, memory, src == PAD, states)
+            for name in needed:
+                saved.setdefault(f"z:{name}", []).append(cache[f"{name}.z"])
+            saved.setdefault("memory", []).append(memory)
+            saved.setdefault("logits", []).append(logits)
+            for i, state in enumerate(states):
+                saved.setdefault(f"k{i}", []).append(state["cross"][0])
+                saved.setdefault(f"v{i}", []).append(state["cross"][1])
     finally:
         for h in hooks:
             h.remove()
-    run = {key: torch.cat(parts) for key, parts in saved.items()}
-    run["memory"], run["logits"] = torch.cat(memory), torch.cat(logits)
-    for i in range(len(model.decoder)):
-        run[f"cross{i}"] = tuple(torch.cat([c[i][j] for c in cross]) for j in (0, 1))
-    return run
+    return {key: torch.cat(parts) for key, parts in saved.items()}
 
 
-def _run_from(model, run: dict, start: tuple[int, int], r: slice, src_pad: Tensor, k: int) -> Tensor:
-    """Logits for k stacked copies of problems r, recomputed from `start` on (gates set)."""
-    side, layer = start
-    if side == 2:
-        return run["logits"][r].repeat(k, 1, 1)
-    if side == 0:  # an encoder head: the encoder from that layer on, then the whole decoder
-        x = run[f"enc{layer}"][r].repeat(k, 1, 1)
-        for enc_layer in model.encoder[layer:]:
+def _gated_output(m, z: Tensor) -> Tensor:
+    """What module m outputs for heads' values z under its current gates (as in its forward)."""
+    if m.gate is not None:
+        gate = m.gate.view(-1, m.n_heads, 1, 1)
+        fill = 0.0 if m.z_fill is None else m.z_fill.view(1, m.n_heads, 1, m.d_head)
+        z = gate * z + (1 - gate) * fill
+    return m.W_O(m.merge_heads(z))
+
+
+def _run_from(model, run: dict, start: Optional[str], r: slice, src_pad: Tensor, k: int) -> Tensor:
+    """Logits for k stacked copies of problems r, recomputed from module `start` on (gates set).
+
+    Everything before `start` is the base run's, and so is start's own z before its gate:
+    the heads it removes only change what it passes on (the layers' forward, step by step)."""
+    rep = lambda t: t[r].repeat(k, *([1] * (t.dim() - 1)))
+    if start is None:
+        return rep(run["logits"])
+    side, kind, layer = start.split(".")
+    layer = int(layer)
+    if side == "enc":
+        enc = model.encoder[layer]
+        x = rep(run[f"enc{layer}"]) + _gated_output(enc.self_attn, rep(run[f"z:{start}"]))
+        x = x + enc.ff(enc.ln_ff(x))
+        for enc_layer in model.encoder[layer + 1:]:
             x = enc_layer(x, src_pad)
-        memory, layer = model.ln_enc(x), 0
-    else:  # a decoder head: the base run's memory, and its cross-attention keys and values
-        memory = run["memory"][r].repeat(k, 1, 1)
-    y = run[f"dec{layer}"][r].repeat(k, 1, 1)
-    for i, dec_layer in enumerate(model.decoder[layer:], start=layer):
-        state = {} if side == 0 else {"cross": tuple(t[r].repeat(k, 1, 1, 1) for t in run[f"cross{i}"])}
-        y = dec_layer(y, memory, src_pad, state)
+        memory, first = model.ln_enc(x), 0
+        states = [{} for _ in model.decoder]  # a new memory: new cross keys and values
+    else:
+        memory, first = rep(run["memory"]), layer + 1
+        states = [{"cross": (rep(run[f"k{i}"]), rep(run[f"v{i}"]))} for i in range(len(model.decoder))]
+        dec = model.decoder[layer]
+        if kind == "self":
+            y = rep(run[f"dec{layer}"]) + _gated_output(dec.self_attn, rep(run[f"z:{start}"]))
+            y = dec._cross_and_ff(y, memory, src_pad, states[layer]["cross"])
+        else:
+            y = rep(run[f"mid{layer}"]) + _gated_output(dec.cross_attn, rep(run[f"z:{start}"]))
+            y = y + dec.ff(dec.ln_ff(y))
+    if first == 0:
+        y = rep(run["dec0"])
+    for i, dec_layer in enumerate(model.decoder[first:], start=first):
+        y = dec_layer(y, memory, src_pad, states[i])
     return model.unembed(model.ln_dec(y))
 
 
+@threads()
 @torch.no_grad()
 def fast_matches(adder, problems: Problems, configs: Sequence[Sequence[str]], mode: str = "zero",
                  base: Sequence[str] = (), rows: int = 4096, margin: float = 1e-3) -> np.ndarray:
@@ -264,53 +313,64 @@ def fast_matches(adder, problems: Problems, configs: Sequence[Sequence[str]], mo
     docstring), several times faster.
 
     Teacher forcing fixes every layer's input, so each ablation is recomputed only from the
-    first layer its own heads touch; the layers before come from one run with `base` removed
-    (the intact model by default). Ablations that start at the same layer share batches
-    through per-sample gates (batch, heads). `rows` bounds one batch (problems × ablations);
-    `margin` is the smallest top-1 minus top-2 logit gap trusted to decide a token without
-    decoding greedily.
+    first attention module its own heads touch; everything before comes from one run with
+    `base` removed (the intact model by default). Ablations that start at the same module share
+    batches through per-sample gates (batch, heads); problems are grouped by answer length, so
+    that no decoder position after </s> is computed. `rows` bounds one batch (problems ×
+    ablations); `margin` is the smallest top-1 minus top-2 logit gap trusted to decide a token
+    without decoding greedily.
     """
     _check_mode(mode)
     model = _model(adder)
     device = problems.src.device
     fills = mean_z(model) if mode == "mean" else None
     base = list(base)
-    base_keep = _keep_vectors(model, base, device)
+    order = _module_order(model)
     keeps = [_keep_vectors(model, base + list(heads), device) for heads in configs]  # base and own heads
-    starts = [_first_layer(model, _keep_vectors(model, heads, device)) for heads in configs]  # own heads only
-    n = len(problems)
-    out = np.zeros((len(configs), n), dtype=bool)
+    own = [_keep_vectors(model, heads, device) for heads in configs]
+    starts = [min(k, key=order.index) if k else None for k in own]  # the first module an ablation changes
+    out = np.zeros((len(configs), len(problems)), dtype=bool)
     unsure: dict[int, list] = {}  # ablation -> problems to decode greedily
+    lengths = (problems.gold != PAD).sum(dim=1)  # real positions: the answer's digits and </s>
     with _no_gates(model) as modules:
-        for name, g in base_keep.items():
-            modules[name].gate, modules[name].z_fill = g, None if fills is None else fills[name]
-        run = _base_run(model, problems, rows)
-        chunk = min(n, rows)
-        per_block = max(1, rows // chunk)
-        for start in sorted(set(starts)):
-            group = [i for i, s in enumerate(starts) if s == start]
-            for c0 in range(0, len(group), per_block):
-                block = group[c0:c0 + per_block]
-                for r0 in range(0, n, chunk):
-                    r = slice(r0, min(n, r0 + chunk))
-                    size, k = r.stop - r.start, len(block)
-                    for name, m in modules.items():  # ablation j owns rows j*size ... (j+1)*size - 1
-                        if any(name in keeps[j] for j in block):
-                            ones = torch.ones(m.n_heads, device=device)
-                            g = torch.stack([keeps[j].get(name, ones) for j in block])
-                            m.gate, m.z_fill = g.repeat_interleave(size, dim=0), None if fills is None else fills[name]
-                        else:
-                            m.gate, m.z_fill = None, None
-                    logits = _run_from(model, run, start, r, (problems.src[r] == PAD).repeat(k, 1), k)
-                    right, doubt = _decide(logits, problems.gold[r].repeat(k, 1), margin)
-                    for j, cfg in enumerate(block):
-                        out[cfg, r] = right[j * size:(j + 1) * size]
-                        idx = np.flatnonzero(doubt[j * size:(j + 1) * size])
-                        if len(idx):
-                            unsure.setdefault(cfg, []).extend((idx + r.start).tolist())
+        for length in lengths.unique().tolist():
+            where = torch.nonzero(lengths == length).squeeze(1)
+            if length == 0:  # nothing to predict (only where targets are the model's own, empty answers)
+                out[:, where.cpu().numpy()] = True
+                continue
+            p = Problems(problems.src[where], problems.tgt_in[where, :length], problems.gold[where, :length])
+            base_keep = _keep_vectors(model, base, device)
+            for name, m in modules.items():
+                m.gate = base_keep.get(name)
+                m.z_fill = None if fills is None or name not in base_keep else fills[name]
+            run = _base_run(model, p, rows, {s for s in starts if s is not None})
+            n = len(p)
+            chunk = min(n, rows)
+            per_block = max(1, rows // chunk)
+            for start in sorted(set(starts), key=lambda s: -1 if s is None else order.index(s)):
+                group = [i for i, s in enumerate(starts) if s == start]
+                for c0 in range(0, len(group), per_block):
+                    block = group[c0:c0 + per_block]
+                    for r0 in range(0, n, chunk):
+                        r = slice(r0, min(n, r0 + chunk))
+                        size, k = r.stop - r.start, len(block)
+                        for name, m in modules.items():  # ablation j owns rows j*size ... (j+1)*size - 1
+                            if any(name in keeps[j] for j in block):
+                                ones = torch.ones(m.n_heads, device=device)
+                                g = torch.stack([keeps[j].get(name, ones) for j in block])
+                                m.gate, m.z_fill = g.repeat_interleave(size, dim=0), None if fills is None else fills[name]
+                            else:
+                                m.gate, m.z_fill = None, None
+                        logits = _run_from(model, run, start, r, (p.src[r] == PAD).repeat(k, 1), k)
+                        right, doubt = _decide(logits, p.gold[r].repeat(k, 1), margin)
+                        rows_here = where[r].cpu().numpy()
+                        for j, cfg in enumerate(block):
+                            out[cfg, rows_here] = right[j * size:(j + 1) * size]
+                            unsure.setdefault(cfg, []).extend(rows_here[doubt[j * size:(j + 1) * size]].tolist())
     for cfg, idx in unsure.items():  # thin margins: decode those few problems greedily
-        sub = Problems(problems.src[idx], problems.tgt_in[idx], problems.gold[idx])
-        out[cfg, idx] = plain_matches(model, sub, [base + list(configs[cfg])], mode)[0]
+        if idx:
+            sub = Problems(problems.src[idx], problems.tgt_in[idx], problems.gold[idx])
+            out[cfg, idx] = plain_matches(model, sub, [base + list(configs[cfg])], mode)[0]
     return out
 
 
@@ -360,7 +420,7 @@ def check_baseline(adder, force: bool = False, threshold: float = MIN_BASELINE) 
 def sweep_matrix(adder, mode: str = "zero", problems: Optional[Problems] = None) -> np.ndarray:
     """(1 + heads, batch) bool: row 0 the intact model, row 1 + i with head i removed."""
     model = _model(adder)
-    problems = problems or _problems(model, None, None)
+    problems = _problems(model, None, None) if problems is None else problems
     return fast_matches(model, problems, [[]] + [[h] for h in model.heads], mode)
 
 
@@ -434,6 +494,7 @@ def joint_pruning(adder, mode: str = "zero", subset: int = 2000, seed: int = 0,
     }
 
 
+@threads()
 def gradient_importance(adder, mode: str = "zero", force: bool = False, a: Optional[np.ndarray] = None,
                         b: Optional[np.ndarray] = None, chunk: int = 2000) -> dict:
     """Michel et al. (2019): I_h = mean over problems of |∂L/∂gate_h| at gate = 1, with L the
@@ -580,12 +641,14 @@ def load_results(path=RESULTS_PATH) -> dict:
 
 
 def head_table(results: dict):
-    """One row per head: its drop and gradient importance in each mode, and its carry gap."""
+    """One row per head: in each mode its drop, gradient importance (normalised per layer, and
+    raw) and carry gap (drop with carries minus drop without)."""
     import pandas as pd
     cols = {}
     for mode, r in results["modes"].items():
         cols[f"drop {mode}"] = r["single_head"]["drop_points"]
         cols[f"importance {mode}"] = r["importance"]["normalised"]
+        cols[f"raw importance {mode}"] = r["importance"]["raw"]
         cols[f"carry gap {mode}"] = r["carries"]["carry_minus_no_carry"]
     return pd.DataFrame(cols).rename_axis("head")
 
@@ -654,49 +717,56 @@ def plot_drop_heatmaps(results: dict):
 
 
 def plot_pruning_curves(results: dict):
-    """Accuracy vs number of heads removed jointly (greedy order), both modes."""
-    fig = _figure(8, 4.5)
-    ax = fig.add_subplot()
-    for i, (mode, r) in enumerate(results["modes"].items()):
-        j = r["joint_pruning"]
-        colour = f"C{i}"
-        k = np.arange(len(j["accuracy_full"]))
-        ax.plot(k, 100 * np.array(j["accuracy_full"]), "o-", color=colour, ms=4,
-                label=f"{mode}: full held-out set ({results['n_test']})")
-        ax.plot(k, 100 * np.array(j["accuracy_subset"]), ":", color=colour,
-                label=f"{mode}: search subset ({j['subset']['n']})")
-        ax.axvline(j["largest_prunable"], color=colour, lw=1, ls="-.",
-                   label=f"{mode}: {j['largest_prunable']} heads removable at < {THRESHOLD_POINTS:g} point")
-    ax.axhline(100 * results["baseline"] - THRESHOLD_POINTS, color="k", ls="--", lw=1,
-               label=f"baseline − {THRESHOLD_POINTS:g} point")
-    ax.set_xlabel("heads removed together (each time the one whose removal hurts least)")
-    ax.set_ylabel("greedy exact match (%)")
-    ax.set_ylim(0, 101)
-    ax.set_title("Joint pruning curve")
-    ax.legend(fontsize=8, loc="lower left")
+    """Accuracy vs number of heads removed jointly (greedy order), both modes: the whole
+    curve, and a close-up of where it crosses the 1-point line."""
+    fig = _figure(12, 4.5)
+    whole, close = fig.subplots(1, 2, width_ratios=(3, 2))
+    zoom = max(len(r["joint_pruning"]["accuracy_full"]) for r in results["modes"].values())
+    for ax in (whole, close):
+        for i, (mode, r) in enumerate(results["modes"].items()):
+            j, colour = r["joint_pruning"], f"C{i}"
+            ax.plot(range(len(j["accuracy_full"])), 100 * np.array(j["accuracy_full"]), "o-", color=colour, ms=4,
+                    label=f"{mode}: full held-out set ({results['n_test']})")
+            ax.plot(range(len(j["accuracy_subset"])), 100 * np.array(j["accuracy_subset"]), ".:", color=colour,
+                    label=f"{mode}: search subset ({j['subset']['n']})")
+            ax.axvline(j["largest_prunable"], color=colour, lw=1, ls="-.",
+                       label=f"{mode}: {j['largest_prunable']} heads removable at < {THRESHOLD_POINTS:g} point")
+        ax.axhline(100 * results["baseline"] - THRESHOLD_POINTS, color="k", ls="--", lw=1,
+                   label=f"baseline − {THRESHOLD_POINTS:g} point")
+        ax.set_ylabel("greedy exact match (%)")
+    whole.set_xlabel("heads removed together (each time the one whose removal hurts least)", fontsize=9)
+    close.set_xlabel("heads removed together", fontsize=9)
+    whole.set_ylim(0, 101)
+    whole.set_title("Joint pruning curve")
+    whole.legend(fontsize=8, loc="lower left")
+    low = min(min(r["joint_pruning"]["accuracy_full"]) for r in results["modes"].values())
+    close.set_xlim(-0.3, zoom - 0.7)
+    close.set_ylim(100 * low - 1, 100.3)
+    close.set_title("close-up: the full-set re-measurements")
     return fig
 
 
 def plot_importance(results: dict):
-    """Gradient importance (normalised per layer) against the ablation drop, per mode."""
+    """Gradient importance against the ablation drop: raw and normalised per layer (columns),
+    per mode (rows)."""
     modes = list(results["modes"])
-    fig = _figure(6 * len(modes), 4.5)
-    axes = fig.subplots(1, len(modes), squeeze=False)[0]
-    for ax, mode in zip(axes, modes):
+    fig = _figure(11, 4 * len(modes))
+    axes = fig.subplots(len(modes), 2, squeeze=False)
+    for row, mode in zip(axes, modes):
         r = results["modes"][mode]
-        heads = list(r["single_head"]["drop_points"])
-        x = [r["importance"]["normalised"][h] for h in heads]
-        y = [r["single_head"]["drop_points"][h] for h in heads]
-        for kind, marker in zip(KINDS, "os^"):
-            sel = [i for i, h in enumerate(heads) if h.startswith(kind + ".")]
-            ax.scatter([x[i] for i in sel], [y[i] for i in sel], marker=marker, label=kind)
-        for h in r["single_head"]["ranking"][:5]:
-            ax.annotate(h, (r["importance"]["normalised"][h], r["single_head"]["drop_points"][h]), fontsize=7)
-        ax.set_yscale("symlog", linthresh=1)
-        ax.set_xlabel("gradient importance |∂L/∂gate| (normalised per layer)")
-        ax.set_ylabel("ablation drop (points, symlog)")
-        rho = r["importance_vs_ablation"]["spearman_normalised"]
-        ax.set_title(f"{mode} mode: Spearman ρ = {rho:.2f}", fontsize=10)
-        ax.legend(fontsize=8)
+        drop = r["single_head"]["drop_points"]
+        for ax, scale in zip(row, ("raw", "normalised")):
+            score = r["importance"][scale]
+            for kind, marker in zip(KINDS, "os^"):
+                heads = [h for h in drop if h.startswith(kind + ".")]
+                ax.scatter([score[h] for h in heads], [drop[h] for h in heads], marker=marker, label=kind)
+            for i, h in enumerate(r["single_head"]["ranking"][:4]):
+                ax.annotate(h, (score[h], drop[h]), fontsize=7, xytext=(4, -9 * (i % 2)), textcoords="offset points")
+            ax.set_yscale("symlog", linthresh=1)
+            ax.set_xlabel(f"gradient importance |∂L/∂gate| ({'raw' if scale == 'raw' else 'normalised per layer'})")
+            ax.set_ylabel("ablation drop (points, symlog)")
+            rho = r["importance_vs_ablation"][f"spearman_{scale}"]
+            ax.set_title(f"{mode} mode, {scale}: Spearman ρ = {rho:.2f}", fontsize=10)
+            ax.legend(fontsize=8, loc="lower right")
     fig.suptitle("Does gradient importance predict what ablation measures?")
     return fig

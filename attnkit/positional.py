@@ -60,17 +60,20 @@ def sinusoidal_shift_matrix(k: int, d_model: int, base: float = 10000.0) -> Tens
 class LearnedTable(nn.Module):
     """An embedding row per position, sized for the longest test length (`max_len`).
 
-    Rows that training never reaches keep their initial random values: the model
-    sees them for the first time at test. Longer than `max_len` is a clear error
-    rather than a silent clamp (which would make many tokens share one position).
+    Rows that training never reaches keep their initial values: the model sees them for
+    the first time at test. Longer than `max_len` is a clear error rather than a silent
+    clamp (which would make many tokens share one position).
+
+    init="sinusoidal" starts from the sinusoidal table, then every row trains freely;
+    init="random" draws rows at the same scale (RMS 1/√2). Both are measured in the
+    notebook: from a random start the model did not learn the order in range.
     """
 
-    def __init__(self, max_len: int, d_model: int, init_std: float = 0.5 ** 0.5):
+    def __init__(self, max_len: int, d_model: int, init: Literal["sinusoidal", "random"] = "sinusoidal"):
         super().__init__()
         self.max_len = max_len
-        # The sinusoidal table's scale (its entries have RMS 1/√2): big enough that the model
-        # notices positions from the first step. A tiny init (GPT-2's 0.02) did not train here.
-        self.table = nn.Parameter(torch.randn(max_len, d_model) * init_std)  # (max_len, d_model)
+        start = sinusoidal_table(max_len, d_model) if init == "sinusoidal" else torch.randn(max_len, d_model) * 0.5 ** 0.5
+        self.table = nn.Parameter(start)  # (max_len, d_model)
 
     def forward(self, n_pos: int) -> Tensor:
         if n_pos > self.max_len:
@@ -181,14 +184,15 @@ class Positional(nn.Module):
     """
 
     def __init__(self, encoding: Encoding, d_model: int, n_heads: int, max_len: int = 256,
-                 n_exact: int = 3, far_as_one: bool = True, alibi_directional: bool = True):
+                 n_exact: int = 3, far_as_one: bool = True, alibi_directional: bool = True,
+                 learned_init: Literal["sinusoidal", "random"] = "sinusoidal"):
         super().__init__()
         if encoding not in ENCODINGS:
             raise ValueError(f"unknown positional encoding {encoding!r}; choose one of {ENCODINGS}")
         self.encoding, self.d_model, self.n_heads = encoding, d_model, n_heads
         self.max_len = max_len if encoding == "learned" else None  # None: any length
         self.alibi_directional = alibi_directional
-        self.learned = LearnedTable(max_len, d_model) if encoding == "learned" else None
+        self.learned = LearnedTable(max_len, d_model, learned_init) if encoding == "learned" else None
         self.relative = RelativeBucketBias(n_heads, n_exact, far_as_one) if encoding == "relative" else None
         self.rotary = rotate if encoding == "rope" else None
 

@@ -104,16 +104,17 @@ class DataConfig:
     n_test: int = 500        # per length and negative kind: 250 sorted + 250 negatives
     p_hard: float = 0.8      # share of training negatives that are hard (the rest shuffles)
     p_narrow: float = 0.5    # share of training rows drawn from a narrow value window (small gaps)
-    even_pairs: bool = True  # every pair index 0–14 gets as many training swaps (see make_train_set)
+    even_pairs: bool = True  # swap late pairs more often: they exist only in long rows (see make_train_set)
 
 
 def make_train_set(cfg: DataConfig = DataConfig()):
     """n_train rows of lengths 8–16 (equal counts per length), balanced, mostly hard negatives.
 
-    With a uniform swap, pair 14 (positions 14, 15) exists only in length-16 rows and gets a
-    ninth of the swaps pair 0 gets. A model with absolute positions learns each position on
-    its own and then misses late swaps; `even_pairs` weights pair i by 1 / (number of
-    training lengths that have it), so every pair index is swapped equally often."""
+    With a uniform swap, pair 14 (positions 14, 15) exists only in length-16 rows and gets
+    about a tenth of the swaps pair 0 gets. A model with absolute positions learns each
+    position on its own and then misses late swaps; `even_pairs` weights pair i by
+    1 / (number of training lengths that have it), which evens the counts out (not exactly:
+    pair 14 still gets about a third of pair 0's)."""
     rng = np.random.default_rng(cfg.seed)
     rows, labels = [], []
     per_len = cfg.n_train // len(TRAIN_LENGTHS)
@@ -176,6 +177,7 @@ class SortednessConfig:
     n_exact: int = 3                           # relative buckets: offsets -3 … 3 exact, the rest far left/right
     far_as_one: bool = True                    # relative: a far bucket weighs as one key at any length
     alibi_directional: bool = True             # ALiBi heads look only left or only right (see positional.py)
+    learned_init: Literal["sinusoidal", "random"] = "sinusoidal"  # the learned table's starting rows
 
 
 def value_angle(tokens: Tensor) -> Tensor:
@@ -216,8 +218,12 @@ class SortednessClassifier(nn.Module):
         # A learned table of 100 values knows nothing of their order. value_feature hands the
         # model "3 < 4" for free: see value_angle(). Comparing neighbours becomes linear.
         self.value_dir = nn.Linear(2, cfg.d_model, bias=False) if cfg.value_feature else None
+        if self.value_dir is not None:
+            # Norm ≈ √d_model, above the position tables' √(d_model/2): with the default (3× smaller)
+            # init the absolute encodings spent most of training before they used the values at all.
+            nn.init.normal_(self.value_dir.weight, std=1.0)
         self.pos = Positional(cfg.encoding, cfg.d_model, cfg.n_heads, cfg.max_len, cfg.n_exact,
-                              cfg.far_as_one, cfg.alibi_directional)
+                              cfg.far_as_one, cfg.alibi_directional, cfg.learned_init)
         self.layers = nn.ModuleList(EncoderLayer(cfg, i) for i in range(cfg.n_layers))
         self.ln_f = nn.LayerNorm(cfg.d_model)
         self.head = nn.Linear(cfg.d_model, 1)
@@ -304,7 +310,7 @@ def validate(seqs, max_len: Optional[int]) -> list[list[int]]:
 class TrainConfig:
     seed: int = 0            # model initialisation and batch order
     steps: int = 2000        # optimizer steps (~25 epochs of 10,000 rows at batch 128)
-    batch_size: int = 128
+    batch_size: int = 128    # rows per step, all of one length (so nothing is padded)
     lr: float = 3e-3         # peak, after a short warm-up, cosine-decayed to 0
     warmup_steps: int = 50
     weight_decay: float = 0.0
@@ -400,38 +406,44 @@ def spread(values: list[float]) -> dict:
 
 
 def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = SEEDS,
-                   readouts: Sequence[str] = ("mean", "first"), data_dir: Path = DATA_DIR,
+                   variants: bool = True, data_dir: Path = DATA_DIR,
                    device: Optional[str] = None, progress: bool = True) -> dict:
-    """Train every encoding × seed (max-pool readout) and, for the relative encoding and the
-    first seed, the other readouts; write data/sortedness_results.json and one checkpoint
-    per encoding (its first seed). Deterministic: on CPU it runs on one thread, because
-    summation order — and so the last bits of every weight — depends on the thread count."""
+    """Train every encoding × seed (max-pool readout); save data/sortedness_results.json and one
+    checkpoint per encoding (its first seed). `variants` adds, with the first seed: the relative
+    encoding with mean-pool and first-token readouts, and a randomly initialised learned table.
+
+    Deterministic: on CPU it runs on one thread, because summation order — and so the last
+    bits of every weight — depends on the thread count."""
     device = device or default_device()
     threads = torch.get_num_threads()
     if device == "cpu":
-        torch.set_num_threads(1)  # also faster here: the matrices are too small to split
+        torch.set_num_threads(1)  # also the fastest here: the matrices are too small to split
     data = DataConfig()
     train_set, val_set, test_sets = make_train_set(data), make_val_set(data), make_test_sets(data)
-    runs = [(enc, "max", seed) for enc in encodings for seed in seeds]
-    runs += [("relative", readout, seeds[0]) for readout in readouts]
+    runs = [(enc, SortednessConfig(encoding=enc), seed) for enc in encodings for seed in seeds]
+    if variants:
+        runs += [("readout-mean", SortednessConfig(encoding="relative", readout="mean"), seeds[0]),
+                 ("readout-first", SortednessConfig(encoding="relative", readout="first"), seeds[0]),
+                 ("learned-random-init", SortednessConfig(encoding="learned", learned_init="random"), seeds[0])]
     per_run: dict = {}
     start = time.perf_counter()
     bar = tqdm(runs, desc="sortedness experiment", disable=not progress)
     try:
-        for enc, readout, seed in bar:
-            bar.set_postfix(encoding=enc, readout=readout, seed=seed)
-            cfg, train_cfg = SortednessConfig(encoding=enc, readout=readout), TrainConfig(seed=seed)
+        for name, cfg, seed in bar:
+            train_cfg = TrainConfig(seed=seed)
             result = train_classifier(cfg, train_cfg, train_set, device, progress=False)
-            metrics = evaluate(result.model, val_set, test_sets)
-            per_run[enc, readout, seed] = metrics
-            if readout == "max" and seed == seeds[0]:
+            per_run[name, seed] = metrics = evaluate(result.model, val_set, test_sets)
+            bar.set_postfix_str(f"{name} seed {seed}: val hard {metrics['val']['hard']:.3f}, "
+                                f"hard@256 {metrics['hard'][max(test_sets)]:.3f}")
+            if name in encodings and seed == seeds[0]:
                 state = {k: v.cpu() for k, v in result.model.state_dict().items()}
-                save_checkpoint(checkpoint_path(enc, data_dir), KIND, asdict(cfg), state,
+                save_checkpoint(checkpoint_path(name, data_dir), KIND, asdict(cfg), state,
                                 {"seed": seed, "train": asdict(train_cfg), "history": result.history, **metrics})
     finally:
         torch.set_num_threads(threads)
 
-    def collect(runs_of: list[dict]) -> dict:
+    def collect(name: str, its_seeds: Sequence[int]) -> dict:
+        runs_of = [per_run[name, s] for s in its_seeds]
         out = {"val": {neg: spread([r["val"][neg] for r in runs_of]) for neg in NEGATIVES}}
         for neg in NEGATIVES:
             out[neg] = {length: spread([r[neg][length] for r in runs_of]) for length in test_sets}
@@ -440,8 +452,8 @@ def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = 
     results = {
         "setup": {"data": asdict(data), "model": asdict(SortednessConfig()), "train": asdict(TrainConfig()),
                   "seeds": list(seeds), "test_lengths": list(test_sets), "train_lengths": list(TRAIN_LENGTHS)},
-        "encodings": {enc: collect([per_run[enc, "max", s] for s in seeds]) for enc in encodings},
-        "readouts": {r: collect([per_run["relative", r, seeds[0]]]) for r in readouts},
+        "encodings": {enc: collect(enc, seeds) for enc in encodings},
+        "variants": {name: collect(name, [seed]) for name, _, seed in runs if name not in encodings},
     }
     save_json(Path(data_dir) / RESULTS_PATH.name, results)
     if progress:

@@ -18,6 +18,10 @@ COLORS = dict(zip(ENCODINGS, plt.get_cmap("tab10").colors))
 TRAIN_MAX = max(TRAIN_LENGTHS)
 
 
+def _device(model: torch.nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
 def plot_curves(results: dict, encodings: Sequence[str] = ENCODINGS, title: str = "") -> plt.Figure:
     """Accuracy against length for each encoding: mean over seeds, band = min … max over seeds."""
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
@@ -98,8 +102,8 @@ def neighbour_attention(model: SortednessClassifier, length: int, n: int = 32, s
     of the first layer) over n sorted sequences: near 1 = the neighbour comparison still works."""
     rows, _, _ = labelled_set(np.random.default_rng([seed, length]), n, 0, 0, length)
     with torch.no_grad(), capture(model) as cache:
-        model(torch.tensor(np.stack(rows)))
-    pattern = cache["enc.self.0.pattern"]                          # (batch, heads, q, k)
+        model(torch.tensor(np.stack(rows), device=_device(model)))
+    pattern = cache["enc.self.0.pattern"].cpu()                          # (batch, heads, q, k)
     right = torch.diagonal(pattern, 1, dim1=2, dim2=3).mean(dim=(0, 2))   # (heads,)
     left = torch.diagonal(pattern, -1, dim1=2, dim2=3).mean(dim=(0, 2))
     return float(torch.cat([right, left]).max())
@@ -126,32 +130,38 @@ def token_scores(model: SortednessClassifier, seq: Sequence[int]) -> np.ndarray:
         captured = {}
         hook = model.head.register_forward_hook(lambda m, i, o: captured.setdefault("s", o.squeeze(-1)))
         try:
-            model(torch.tensor([list(seq)]))
+            model(torch.tensor([list(seq)], device=_device(model)))
         finally:
             hook.remove()
-    return captured["s"][0].numpy()
+    return captured["s"][0].cpu().numpy()
 
 
 def plot_attention(model: SortednessClassifier, seq: Sequence[int], title: str = "",
                    window: Optional[tuple[int, int]] = None) -> plt.Figure:
-    """Every head's pattern for one sequence, tokens (their values) on both axes.
-    `window` (start, stop) zooms into a slice of positions for long sequences."""
+    """Every head's pattern for one sequence, tokens (their values) on both axes, the tokens of
+    an out-of-order pair in red. `window` (start, stop) zooms into a slice of positions for long
+    sequences (rows then show only the keys inside the window)."""
     with torch.no_grad(), capture(model) as cache:
-        model(torch.tensor([list(seq)]))
+        model(torch.tensor([list(seq)], device=_device(model)))
     names = sorted(k for k in cache if k.endswith(".pattern"))
     n_heads = model.cfg.n_heads
     lo, hi = window or (0, len(seq))
     fig, axes = plt.subplots(len(names), n_heads, figsize=(3.1 * n_heads, 3.0 * len(names)), squeeze=False)
     labels = [str(v) for v in seq[lo:hi]]
+    in_descent = {j for i in range(len(seq) - 1) if seq[i] > seq[i + 1] for j in (i, i + 1)}
     step = max(1, (hi - lo) // 16)
     for row, name in zip(axes, names):
-        pattern = cache[name][0, :, lo:hi, lo:hi].numpy()           # (heads, q, k)
+        pattern = cache[name][0, :, lo:hi, lo:hi].cpu().numpy()           # (heads, q, k)
         for h, ax in enumerate(row):
             ax.imshow(pattern[h], cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
             ax.set_title(f"{name.removesuffix('.pattern')} head {h}", fontsize=9)
             ticks = np.arange(0, hi - lo, step)
             ax.set_xticks(ticks, [labels[t] for t in ticks], fontsize=7, rotation=90)
             ax.set_yticks(ticks, [labels[t] for t in ticks], fontsize=7)
+            for tick_labels in (ax.get_xticklabels(), ax.get_yticklabels()):
+                for t, label in zip(ticks, tick_labels):  # red: a token in an out-of-order pair
+                    if lo + t in in_descent:
+                        label.set_color("red")
             ax.set_xlabel("key (value)", fontsize=8)
             ax.set_ylabel("query (value)", fontsize=8)
     fig.suptitle(title or f"attention patterns ({model.cfg.encoding}), positions {lo}–{hi - 1}")

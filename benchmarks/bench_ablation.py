@@ -6,9 +6,11 @@ The sweep is 25 greedy exact-match evaluations of the 10,000 held-out problems (
 model, then each of the 24 heads removed alone). The plain loop decodes greedily once per
 evaluation; the fast path (attnkit.ablation.fast_matches) is checked to give the same
 (25, 10000) matrix of right/wrong. The bar: the fast sweep in <= 15 s on 2 CPU cores.
-Uses data/adder.pt when it exists; otherwise an untrained model scored against its own
-answers (so that ablations change something). Timings depend on what else runs on the
-machine: the load average is printed before and after, and the best of --repeats is kept.
+Both paths run with the studies' thread setting (attnkit.ablation.THREADS, one thread: see
+ablation.threads); try --threads 2 on an idle machine. Uses data/adder.pt when it exists;
+otherwise an untrained model scored against its own answers (so that ablations change
+something). Timings depend on what else runs on the machine: the load average is printed
+before and after, and the best of --repeats is kept.
 """
 import argparse
 import os
@@ -48,10 +50,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mode", choices=["zero", "mean", "both"], default="both")
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument("--threads", type=int, default=A.THREADS,
+                        help=f"torch threads for both paths (default {A.THREADS}, as the studies use; 0: torch's own)")
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    A.THREADS = args.threads or None  # both the plain loop and the fast path run under it
     if CHECKPOINT.exists():
         adder = Adder.load(CHECKPOINT, device="cpu")
     else:
@@ -59,7 +61,9 @@ def main() -> None:
         adder = Adder(Seq2SeqTransformer(Seq2SeqConfig()))
     problems, what = problems_for(adder)
     configs = [[]] + [[h] for h in adder.heads]
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs; "
+    with A.threads():
+        n_threads = torch.get_num_threads()
+    print(f"torch {torch.__version__}, {n_threads} threads, {os.cpu_count()} CPUs; "
           f"load average before: {os.getloadavg()[0]:.2f}")
     print(f"model: {what}; {len(configs)} evaluations x {len(problems)} problems; best of {args.repeats}\n")
     print(f"{'mode':<6} {'plain loop':>11} {'fast sweep':>11} {'speed-up':>9}  {'same':>5}  fast <= 15 s")

@@ -33,6 +33,8 @@ def test_sinusoidal_shift_is_one_rotation_for_every_position(k):
 def test_learned_table_has_rows_up_to_its_size_and_refuses_more():
     table = LearnedTable(256, 8)
     assert table(256).shape == (256, 8)
+    assert torch.equal(table(256).detach(), sinusoidal_table(256, 8))  # the default start
+    assert not torch.equal(LearnedTable(256, 8, init="random")(256).detach(), sinusoidal_table(256, 8))
     with pytest.raises(ValueError, match="257"):
         table(257)
 

@@ -4,6 +4,7 @@ import torch
 
 import attnkit
 from attnkit import capture
+from attnkit import positional as P
 from attnkit.positional import ENCODINGS
 from attnkit.sortedness import (RESULTS_PATH, SortednessClassifier, SortednessConfig, TrainConfig, checkpoint_path,
                                 is_sorted, load_pretrained, load_results, make_test_sets, make_train_set,
@@ -93,6 +94,17 @@ def test_predict_rejects_bad_input_naming_it(bad, message):
 def test_other_encodings_have_no_length_limit():
     model = SortednessClassifier(SortednessConfig(encoding="relative"))
     assert len(model.predict([list(range(100)) * 3])) == 1
+
+
+def test_learned_rows_beyond_the_training_lengths_keep_their_initial_values():
+    rows, labels = make_train_set()
+    result = train_classifier(SortednessConfig(encoding="learned", d_model=16, n_layers=1),
+                              TrainConfig(steps=10, batch_size=64), (rows[:1000], labels[:1000]),
+                              device="cpu", progress=False)
+    table = result.model.pos.learned.table.detach()
+    start = P.sinusoidal_table(256, 16)
+    assert not torch.equal(table[:8], start[:8])      # trained
+    assert torch.equal(table[16:], start[16:])        # never reached: exactly as initialised
 
 
 def test_a_few_training_steps_lower_the_loss():
