@@ -35,8 +35,8 @@ def sinusoid_frequencies(d_model: int, base: float = 10000.0) -> Tensor:
 def sinusoidal_table(n_pos: int, d_model: int, base: float = 10000.0) -> Tensor:
     """(n_pos, d_model): PE[p, 2i] = sin(p·ω_i), PE[p, 2i+1] = cos(p·ω_i) (Vaswani et al.).
 
-    Defined for every position, so there is no longest length; whether a model
-    *uses* positions it never saw well is another matter (see the notebook).
+    Defined for every position, so there is no longest length; whether a model makes
+    good use of positions it never saw is another matter (see notebook 05).
     """
     angles = torch.arange(n_pos, dtype=torch.float64)[:, None] * sinusoid_frequencies(d_model, base)
     table = torch.stack([angles.sin(), angles.cos()], dim=-1)  # (n_pos, d_model/2, 2): (sin, cos) pairs

@@ -77,7 +77,8 @@ def is_sorted(seqs: np.ndarray) -> np.ndarray:
     return (np.diff(seqs, axis=1) >= 0).all(axis=1)
 
 
-def _non_constant(rng, n, length, p_narrow):
+def sorted_non_constant(rng: np.random.Generator, n: int, length: int, p_narrow: float = 0.0) -> np.ndarray:
+    """sorted_sequences() redrawing constant rows: every row can then be made unsorted."""
     seqs = sorted_sequences(rng, n, length, p_narrow)
     while (flat := seqs[:, 0] == seqs[:, -1]).any():       # a constant row has no negative
         seqs[flat] = sorted_sequences(rng, int(flat.sum()), length, p_narrow)
@@ -88,9 +89,9 @@ def labelled_set(rng: np.random.Generator, n_pos: int, n_hard: int, n_shuffle: i
                  p_narrow: float = 0.0, pair_weights: Optional[np.ndarray] = None):
     """Sorted rows (label 1), then hard and shuffle negatives (label 0) of one length.
     Returns (rows, labels, kind) with kind 0 = sorted, 1 = hard, 2 = shuffle."""
-    pos = _non_constant(rng, n_pos, length, p_narrow)
-    hard = swap_one_pair(rng, _non_constant(rng, n_hard, length, p_narrow), pair_weights)
-    shuf = shuffle_rows(rng, _non_constant(rng, n_shuffle, length, p_narrow))
+    pos = sorted_non_constant(rng, n_pos, length, p_narrow)
+    hard = swap_one_pair(rng, sorted_non_constant(rng, n_hard, length, p_narrow), pair_weights)
+    shuf = shuffle_rows(rng, sorted_non_constant(rng, n_shuffle, length, p_narrow))
     rows = list(pos) + list(hard) + list(shuf)
     kind = np.repeat([0, 1, 2], [n_pos, n_hard, n_shuffle])
     return rows, (kind == 0).astype(np.float32), kind
@@ -167,7 +168,7 @@ def pad_batch(seqs: Sequence[Sequence[int]], device=None) -> tuple[Tensor, Tenso
 @dataclass
 class SortednessConfig:
     encoding: Encoding = "relative"            # how the model knows where a token is
-    readout: Literal["max", "mean", "first"] = "max"  # how per-token features become one answer
+    readout: Literal["max", "mean", "first"] = "max"  # how the per-token scores become one answer
     d_model: int = 64                          # residual stream width
     n_heads: int = 4
     n_layers: int = 2
@@ -309,9 +310,9 @@ def validate(seqs, max_len: Optional[int]) -> list[list[int]]:
 @dataclass
 class TrainConfig:
     seed: int = 0            # model initialisation and batch order
-    steps: int = 2000        # optimizer steps (~25 epochs of 10,000 rows at batch 128)
+    steps: int = 2400        # optimizer steps (~30 epochs of the 10,000 rows)
     batch_size: int = 128    # rows per step, all of one length (so nothing is padded)
-    lr: float = 3e-3         # peak, after a short warm-up, cosine-decayed to 0
+    lr: float = 3e-3         # peak, after a short warm-up, cosine-decayed to 0 (see train_config)
     warmup_steps: int = 50
     weight_decay: float = 0.0
     shift: bool = True       # add a random constant to each training row (keeps it in 0–99): same label
@@ -322,6 +323,14 @@ class TrainResult:
     model: SortednessClassifier
     history: list = field(default_factory=list)  # {"step", "loss", "acc"} of the training batches
     seconds: float = 0.0
+
+
+def train_config(model_cfg: SortednessConfig, seed: int) -> TrainConfig:
+    """The experiment's training settings. One exception: a learned table trains at a peak lr
+    of 2e-3. At 3e-3 its rows keep moving under the attention that is trying to use them, and
+    one seed stayed just under 97 % in range; at 2e-3 the relative schemes, on the other hand,
+    learned their neighbour biases less sharply and one seed in three lost length 256."""
+    return TrainConfig(seed=seed, lr=2e-3 if model_cfg.encoding == "learned" else TrainConfig.lr)
 
 
 def lr_factor(step: int, cfg: TrainConfig) -> float:
@@ -430,7 +439,7 @@ def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = 
     bar = tqdm(runs, desc="sortedness experiment", disable=not progress)
     try:
         for name, cfg, seed in bar:
-            train_cfg = TrainConfig(seed=seed)
+            train_cfg = train_config(cfg, seed)
             result = train_classifier(cfg, train_cfg, train_set, device, progress=False)
             per_run[name, seed] = metrics = evaluate(result.model, val_set, test_sets)
             bar.set_postfix_str(f"{name} seed {seed}: val hard {metrics['val']['hard']:.3f}, "
@@ -451,6 +460,7 @@ def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = 
 
     results = {
         "setup": {"data": asdict(data), "model": asdict(SortednessConfig()), "train": asdict(TrainConfig()),
+                  "train_learned": asdict(train_config(SortednessConfig(encoding="learned"), seeds[0])),
                   "seeds": list(seeds), "test_lengths": list(test_sets), "train_lengths": list(TRAIN_LENGTHS)},
         "encodings": {enc: collect(enc, seeds) for enc in encodings},
         "variants": {name: collect(name, [seed]) for name, _, seed in runs if name not in encodings},

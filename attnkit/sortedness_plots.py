@@ -47,6 +47,14 @@ def plot_curves(results: dict, encodings: Sequence[str] = ENCODINGS, title: str 
     return fig
 
 
+def one_seed(result: dict, index: int = 0) -> dict:
+    """The same structure as one encoding's results, holding only the seed at `index`."""
+    def pick(stats: dict) -> dict:
+        x = stats["seeds"][index]
+        return {"mean": x, "std": 0.0, "min": x, "max": x, "seeds": [x]}
+    return {part: {key: pick(stats) for key, stats in table.items()} for part, table in result.items()}
+
+
 def results_table(results: dict, negative: str = "hard", lengths: Sequence[int] = (32, 64, 128, 256),
                   encodings: Optional[Sequence[str]] = None) -> str:
     """A markdown table: validation accuracy (lengths 8–16) and test accuracy at each length,
@@ -97,29 +105,30 @@ def plot_position_similarity(tables: dict[str, torch.Tensor]) -> plt.Figure:
     return fig
 
 
-def neighbour_attention(model: SortednessClassifier, length: int, n: int = 32, seed: int = 0) -> float:
-    """Mean attention weight a token puts on its nearest neighbour (left or right, the best head
-    of the first layer) over n sorted sequences: near 1 = the neighbour comparison still works."""
-    rows, _, _ = labelled_set(np.random.default_rng([seed, length]), n, 0, 0, length)
-    with torch.no_grad(), capture(model) as cache:
-        model(torch.tensor(np.stack(rows), device=_device(model)))
-    pattern = cache["enc.self.0.pattern"].cpu()                          # (batch, heads, q, k)
-    right = torch.diagonal(pattern, 1, dim1=2, dim2=3).mean(dim=(0, 2))   # (heads,)
-    left = torch.diagonal(pattern, -1, dim1=2, dim2=3).mean(dim=(0, 2))
-    return float(torch.cat([right, left]).max())
-
-
-def plot_neighbour_attention(models: dict[str, SortednessClassifier],
-                             lengths: Sequence[int] = (8, 16, 32, 64, 128, 256)) -> plt.Figure:
-    fig, ax = plt.subplots(figsize=(6.5, 4))
-    for enc, model in models.items():
-        ax.plot(lengths, [neighbour_attention(model, L) for L in lengths], "o-", label=enc, color=COLORS.get(enc))
-    ax.axvspan(min(TRAIN_LENGTHS), TRAIN_MAX, color="grey", alpha=0.15)
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(list(lengths), [str(L) for L in lengths])
-    ax.set(xlabel="sequence length", ylabel="attention on the nearest neighbour (best head)",
-           title="Does layer 0 still find the neighbour at long lengths?", ylim=(0, 1.02))
-    ax.legend(fontsize=8)
+def plot_token_scores(models: dict[str, SortednessClassifier], length: int = 64, n: int = 32,
+                      seed: int = 0) -> plt.Figure:
+    """Where each model raises the alarm: the per-token "violation" score along sorted sequences
+    (blue, mean and max over n) and, for n hard negatives, the score at the swapped pair (red dots,
+    at the swap's position). Max pooling calls a sequence unsorted when any score is above 0."""
+    rng = np.random.default_rng([seed, length])
+    rows, _, kind = labelled_set(rng, n, n, 0, length)
+    rows = np.stack(rows)
+    fig, axes = plt.subplots(1, len(models), figsize=(3.3 * len(models), 3.4), sharey=True, squeeze=False)
+    for ax, (enc, model) in zip(axes[0], models.items()):
+        scores = np.stack([token_scores(model, r) for r in rows])          # (2n, L)
+        pos = np.arange(length)
+        ax.plot(pos, scores[kind == 0].mean(0), color="tab:blue", label="sorted: mean")
+        ax.plot(pos, scores[kind == 0].max(0), color="tab:blue", lw=0.8, ls="--", label="sorted: max")
+        swap = np.argmax(rows[kind == 1][:, :-1] > rows[kind == 1][:, 1:], axis=1)
+        at_swap = np.maximum(scores[kind == 1][np.arange(n), swap], scores[kind == 1][np.arange(n), swap + 1])
+        ax.scatter(swap, at_swap, s=8, color="tab:red", label="hard: at the swap", zorder=3)
+        ax.axhline(0, color="black", lw=0.8)
+        ax.axvspan(0, TRAIN_MAX - 0.5, color="grey", alpha=0.15)
+        ax.set(title=enc, xlabel="position")
+        ax.set_yscale("symlog", linthresh=1)
+    axes[0][0].set_ylabel('violation score (> 0: "unsorted")')
+    axes[0][-1].legend(fontsize=7, loc="lower right")
+    fig.suptitle(f"Per-token violation scores at length {length} (grey: positions seen in training)")
     fig.tight_layout()
     return fig
 

@@ -149,18 +149,11 @@ def test_readme_example():
 
 
 @committed
-@pytest.mark.xfail(strict=True, reason="known shortfall, issue 6 open: one learned-table seed "
-                   "reaches 0.968 < 0.97 on hard validation negatives")
-def test_every_learned_seed_trains_in_range():
-    assert load_results()["encodings"]["learned"]["val"]["hard"]["min"] >= 0.97
-
-
-@committed
 def test_committed_results_meet_the_goals():
     results = load_results()["encodings"]
     for enc, r in results.items():
-        if enc not in ("none", "learned"):
+        if enc != "none":
             assert r["val"]["hard"]["min"] >= 0.97, enc  # every seed trains in range
-    assert results["none"]["val"]["hard"]["max"] < 0.75
-    assert results["relative"]["hard"][256]["mean"] >= 0.95
+    assert results["none"]["val"]["hard"]["max"] < 0.6   # a multiset: chance, however long it trains
+    assert results["alibi"]["hard"][256]["min"] >= 0.95  # 16x the longest training length, every seed
     assert checkpoint_path("relative").exists()
