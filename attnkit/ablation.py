@@ -132,7 +132,7 @@ class Problems:
         model = _model(model)
         cfg, device = model.cfg, next(model.parameters()).device
         tgt = encode_targets(np.asarray(a) + np.asarray(b), cfg.n_digits, cfg.reverse_output).to(device)
-        return cls(encode_sources(a, b, cfg.n_digits).to(device), tgt[:, :-1], tgt[:, 1:])
+        return cls(encode_sources(a, b, cfg.n_digits, cfg.zero_pad).to(device), tgt[:, :-1], tgt[:, 1:])
 
     def __len__(self) -> int:
         return len(self.src)

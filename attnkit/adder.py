@@ -85,7 +85,7 @@ class Adder:
         exactly the ones it used to produce its answer (causality makes one pass enough).
         """
         a, b = self.parse(problems)
-        src = encode_sources(a, b, self.cfg.n_digits).to(self.device)
+        src = encode_sources(a, b, self.cfg.n_digits, self.cfg.zero_pad).to(self.device)
         out = self.model.greedy(src)
         tgt = torch.cat([torch.full_like(out[:, :1], BOS), out[:, :-1]], dim=1)
         # Positions after the first </s> are padding: nothing was generated there.

@@ -99,10 +99,12 @@ class MultiHeadAttention(nn.Module):
         if rotary is not None:
             q, k = rotary(q), rotary(k)
 
-        mask = None  # (batch, 1, q_pos, k_pos), True = may attend
-        if key_padding_mask is not None:
+        # (batch, 1, q_pos, k_pos), True = may attend. A mask that allows everything is left out:
+        # the result is the same bit for bit, and it saves two passes over the scores.
+        mask = None
+        if key_padding_mask is not None and bool(key_padding_mask.any()):
             mask = ~key_padding_mask[:, None, None, :]
-        if causal:
+        if causal and x_q.size(1) > 1:  # one query (incremental decoding) is the last row: sees every key
             tri = causal_mask(k.size(2), x_q.device)[-x_q.size(1):]  # the last q_pos rows
             mask = tri if mask is None else mask & tri
 

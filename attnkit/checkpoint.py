@@ -1,8 +1,10 @@
 """Checkpoints and result files: written atomically, loaded safely, checked loudly."""
 from __future__ import annotations
 
+import io
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -31,10 +33,28 @@ def save_json(path: Path, obj: Any) -> None:
     atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(obj, indent=1) + "\n"))
 
 
+def _interned(obj: Any) -> Any:
+    """The same structure with every string interned. Pickle writes a string once and refers back
+    to it when the *same object* recurs, so equal payloads built differently (e.g. in a worker
+    process) would give different bytes; interned, equal strings are one object."""
+    if isinstance(obj, str):
+        return sys.intern(obj)
+    if isinstance(obj, dict):
+        return {_interned(k): _interned(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_interned(x) for x in obj)
+    return obj
+
+
 def save_checkpoint(path: Path, kind: str, config: dict, state_dict: dict, metrics: dict) -> None:
-    payload = {"format_version": FORMAT_VERSION, "kind": kind, "config": config,
-               "state_dict": state_dict, "metrics": metrics}
-    atomic_write(path, lambda tmp: torch.save(payload, tmp))
+    """Atomically, and byte for byte the same whenever the payload is the same: the archive is
+    built in memory (torch.save names its inner folder after the file, and the temporary
+    file's name is random)."""
+    payload = {"format_version": FORMAT_VERSION, "kind": kind, "config": _interned(config),
+               "state_dict": {sys.intern(k): v for k, v in state_dict.items()}, "metrics": _interned(metrics)}
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    atomic_write(path, lambda tmp: Path(tmp).write_bytes(buffer.getvalue()))
 
 
 def load_checkpoint(path: Path, kind: str) -> dict:

@@ -57,9 +57,13 @@ def _tokenize(texts: list[str], length: int) -> Tensor:
     return torch.from_numpy(_LOOKUP[codes])
 
 
-def encode_sources(a: np.ndarray, b: np.ndarray, n_digits: int) -> Tensor:
-    """(batch,) operands -> (batch, src_pos) token ids of "a+b", right-padded with PAD."""
-    return _tokenize([f"{x}+{y}" for x, y in zip(a.tolist(), b.tolist())], src_len(n_digits))
+def encode_sources(a: np.ndarray, b: np.ndarray, n_digits: int, zero_pad: bool = True) -> Tensor:
+    """(batch,) operands -> (batch, src_pos) token ids of "a+b", right-padded with PAD.
+
+    zero_pad writes every operand with n_digits digits ("5+5" -> "005+005"), so a digit's
+    position always says its place value; without it the model must work out the alignment."""
+    width = n_digits if zero_pad else 0
+    return _tokenize([f"{x:0{width}d}+{y:0{width}d}" for x, y in zip(a.tolist(), b.tolist())], src_len(n_digits))
 
 
 def encode_targets(s: np.ndarray, n_digits: int, reverse: bool = False) -> Tensor:

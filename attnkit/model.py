@@ -20,6 +20,7 @@ from .data import BOS, PAD, VOCAB_SIZE, src_len, tgt_len
 class Seq2SeqConfig:
     n_digits: int = 3             # operands 0 … 10**n_digits - 1
     reverse_output: bool = False  # emit the sum least-significant digit first
+    zero_pad: bool = True         # operands written with n_digits digits: "5+5" is read as "005+005"
     d_model: int = 64             # residual stream width
     n_heads: int = 4              # heads per attention layer
     n_enc_layers: int = 2

@@ -12,8 +12,11 @@ seed that writes the committed checkpoints and results (`python -m attnkit train
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
 import time
-from dataclasses import asdict, dataclass, field
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Optional, Sequence
 
@@ -414,20 +417,36 @@ def spread(values: list[float]) -> dict:
             "seeds": [float(x) for x in v]}
 
 
+def _train_and_evaluate(cfg: SortednessConfig, seed: int, train_set, val_set, test_sets,
+                        device: str, steps: Optional[int] = None) -> tuple[dict, dict, dict]:
+    """One run of the experiment: (metrics, train config, CPU state dict). Module-level so
+    that a worker process can run it; on CPU it uses one thread (see run_experiment)."""
+    if device == "cpu":
+        torch.set_num_threads(1)
+    train_cfg = train_config(cfg, seed)
+    if steps is not None:
+        train_cfg = replace(train_cfg, steps=steps)
+    result = train_classifier(cfg, train_cfg, train_set, device, progress=False)
+    state = {k: v.cpu() for k, v in result.model.state_dict().items()}
+    return evaluate(result.model, val_set, test_sets), asdict(train_cfg), {"state": state, "history": result.history}
+
+
 def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = SEEDS,
-                   variants: bool = True, data_dir: Path = DATA_DIR,
-                   device: Optional[str] = None, progress: bool = True) -> dict:
+                   variants: bool = True, data_dir: Path = DATA_DIR, device: Optional[str] = None,
+                   workers: Optional[int] = None, steps: Optional[int] = None, data: DataConfig = DataConfig(),
+                   progress: bool = True) -> dict:
     """Train every encoding × seed (max-pool readout); save data/sortedness_results.json and one
     checkpoint per encoding (its first seed). `variants` adds, with the first seed: the relative
     encoding with mean-pool and first-token readouts, and a randomly initialised learned table.
 
-    Deterministic: on CPU it runs on one thread, because summation order — and so the last
-    bits of every weight — depends on the thread count."""
+    Deterministic: on CPU every run uses one thread, because summation order — and so the last
+    bits of every weight — depends on the thread count. One thread is also the fastest way to
+    train matrices this small, so the runs go to `workers` processes (default: one per CPU core);
+    each run seeds itself, so the results do not depend on the number of workers.
+    `steps` and `data` shrink it for a quick trial run (the committed files use the defaults)."""
     device = device or default_device()
-    threads = torch.get_num_threads()
-    if device == "cpu":
-        torch.set_num_threads(1)  # also the fastest here: the matrices are too small to split
-    data = DataConfig()
+    if workers is None:
+        workers = 1 if device != "cpu" else max(1, min(os.cpu_count() or 1, 4))
     train_set, val_set, test_sets = make_train_set(data), make_val_set(data), make_test_sets(data)
     runs = [(enc, SortednessConfig(encoding=enc), seed) for enc in encodings for seed in seeds]
     if variants:
@@ -436,20 +455,35 @@ def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = 
                  ("learned-random-init", SortednessConfig(encoding="learned", learned_init="random"), seeds[0])]
     per_run: dict = {}
     start = time.perf_counter()
-    bar = tqdm(runs, desc="sortedness experiment", disable=not progress)
+    bar = tqdm(total=len(runs), desc=f"sortedness experiment ({workers} worker{'s' * (workers > 1)})",
+               disable=not progress)
+
+    def record(name: str, cfg: SortednessConfig, seed: int, outcome) -> None:
+        metrics, train_cfg, trained = outcome
+        per_run[name, seed] = metrics
+        bar.update()
+        bar.set_postfix_str(f"{name} seed {seed}: val hard {metrics['val']['hard']:.3f}, "
+                            f"hard@256 {metrics['hard'][max(test_sets)]:.3f}")
+        if name in encodings and seed == seeds[0]:
+            save_checkpoint(checkpoint_path(name, data_dir), KIND, asdict(cfg), trained["state"],
+                            {"seed": seed, "train": train_cfg, "history": trained["history"], **metrics})
+
+    args = lambda cfg, seed: (cfg, seed, train_set, val_set, test_sets, device, steps)  # noqa: E731
+    threads = torch.get_num_threads()
     try:
-        for name, cfg, seed in bar:
-            train_cfg = train_config(cfg, seed)
-            result = train_classifier(cfg, train_cfg, train_set, device, progress=False)
-            per_run[name, seed] = metrics = evaluate(result.model, val_set, test_sets)
-            bar.set_postfix_str(f"{name} seed {seed}: val hard {metrics['val']['hard']:.3f}, "
-                                f"hard@256 {metrics['hard'][max(test_sets)]:.3f}")
-            if name in encodings and seed == seeds[0]:
-                state = {k: v.cpu() for k, v in result.model.state_dict().items()}
-                save_checkpoint(checkpoint_path(name, data_dir), KIND, asdict(cfg), state,
-                                {"seed": seed, "train": asdict(train_cfg), "history": result.history, **metrics})
+        if workers == 1:
+            for name, cfg, seed in runs:
+                record(name, cfg, seed, _train_and_evaluate(*args(cfg, seed)))
+        else:
+            # "spawn": a fresh interpreter per worker, the same on Linux, macOS and Windows
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+                futures = {pool.submit(_train_and_evaluate, *args(cfg, seed)): (name, cfg, seed)
+                           for name, cfg, seed in runs}
+                for future in as_completed(futures):
+                    record(*futures[future], future.result())
     finally:
         torch.set_num_threads(threads)
+        bar.close()
 
     def collect(name: str, its_seeds: Sequence[int]) -> dict:
         runs_of = [per_run[name, s] for s in its_seeds]

@@ -29,7 +29,7 @@ class TrainConfig:
     lr: float = 3e-3
     warmup_steps: int = 50        # linear warm-up ...
     max_steps: int = 1500         # ... then cosine decay to lr/10 at max_steps
-    eval_every: int = 100         # greedy check on the validation set
+    eval_every: int = 50          # greedy check on the validation set
     n_val: int = 2000             # validation problems, disjoint from the held-out test set
     target: float = 0.999         # stop when validation greedy exact match reaches this
     p_short: float = 0.2          # share of operands drawn with fewer digits
@@ -76,7 +76,9 @@ def train_adder(
     val_a, val_b = validation_set(train_cfg.n_val, n, test_keys, train_cfg.seed)
     sampler = ProblemSampler(n, np.concatenate([test_keys, problem_keys(val_a, val_b, n)]),
                              train_cfg.seed, train_cfg.p_short)
-    opt = torch.optim.AdamW(model.parameters(), lr=train_cfg.lr, weight_decay=0.0)
+    # fused: one kernel for every parameter instead of a dozen small ops each (~10 % of a step on CPU)
+    opt = torch.optim.AdamW(model.parameters(), lr=train_cfg.lr, weight_decay=0.0,
+                            fused=torch.device(device).type in ("cpu", "cuda") or None)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, train_cfg))
 
     result = TrainResult(model)
@@ -87,7 +89,7 @@ def train_adder(
         for step in bar:
             model.train()
             a, b = sampler.sample(train_cfg.batch_size)
-            src = encode_sources(a, b, n).to(device)
+            src = encode_sources(a, b, n, model_cfg.zero_pad).to(device)
             tgt = encode_targets(a + b, n, model_cfg.reverse_output).to(device)
             logits = model(src, tgt[:, :-1])
             loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), tgt[:, 1:].reshape(-1), ignore_index=PAD)

@@ -86,12 +86,13 @@ def main() -> None:
         return
     runs = [("attnkit, assignment order", cfg, False, 60),
             ("attnkit, reversed output", Seq2SeqConfig(reverse_output=True), False, 20),
-            ("nn.Transformer, assignment order", cfg, True, None)]
+            ("nn.Transformer, assignment order", cfg, True, None),
+            ("attnkit, operands without leading 0s", Seq2SeqConfig(zero_pad=False), False, None)]
     results = {}
     for name, c, baseline, goal in runs:
         r = results[name] = time_to_target(c, TrainConfig(), baseline)
         verdict = "" if goal is None else f"  goal <= {goal} s: {'yes' if r['seconds'] <= goal else 'NO'}"
-        print(f"{name:34s} {r['seconds']:6.1f} s  {r['steps']:5d} steps  held-out exact match "
+        print(f"{name:38s} {r['seconds']:6.1f} s  {r['steps']:5d} steps  held-out exact match "
               f"{r['exact_match']:.4f}{verdict}")
     base = results["nn.Transformer, assignment order"]["seconds"]
     print(f"ratio attnkit / nn.Transformer (assignment order): "

@@ -7,9 +7,12 @@ from attnkit.data import (BOS, EOS, PAD, ProblemSampler, carry_stats, decode_dig
 
 
 def test_digit_ids_are_digits_and_pad_is_not_a_digit():
-    src = encode_sources(np.array([5, 663]), np.array([5, 497]), 3)
-    assert src[0].tolist() == [5, 10, 5, PAD, PAD, PAD, PAD]
+    src = encode_sources(np.array([5, 663]), np.array([5, 497]), 3)  # zero-padded by default
+    assert src[0].tolist() == [0, 0, 5, 10, 0, 0, 5]
     assert src[1].tolist() == [6, 6, 3, 10, 4, 9, 7]
+    unpadded = encode_sources(np.array([5, 663]), np.array([5, 497]), 3, zero_pad=False)
+    assert unpadded[0].tolist() == [5, 10, 5, PAD, PAD, PAD, PAD]
+    assert unpadded[1].tolist() == src[1].tolist()
     assert PAD not in range(10)
 
 

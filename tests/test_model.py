@@ -25,7 +25,7 @@ def test_incremental_greedy_equals_rerunning_the_whole_prefix():
 
 def test_one_forward_pass_yields_every_heads_pattern():
     model = small_model()
-    src = encode_sources(np.array([5, 663]), np.array([5, 497]), 3)
+    src = encode_sources(np.array([5, 663]), np.array([5, 497]), 3, zero_pad=False)  # "5+5" + padding
     tgt = torch.tensor([[BOS, 1, 0, 12, PAD], [BOS, 1, 1, 6, 0]])
     with capture(model) as cache:
         model(src, tgt)

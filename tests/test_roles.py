@@ -33,7 +33,7 @@ def uniform(n_q, n_k, n_allowed, causal=False):
 
 
 def hand_cache():
-    src = encode_sources(A, B, 3)                      # (1, 7)
+    src = encode_sources(A, B, 3, zero_pad=False)     # (1, 7): the unpadded layout drawn above
     tgt = torch.tensor([[BOS, 3, 5, 7, PAD]])          # as run_with_cache leaves it: </s> and after padded
     pad_junk = 6  # rows of padded queries put their weight on a pad key: must not count anywhere
     enc = torch.stack([
@@ -64,9 +64,12 @@ def roles():
 
 
 def test_source_layout_reads_operands_and_places():
-    lay = source_layout(encode_sources(A, B, 3))
+    lay = source_layout(encode_sources(A, B, 3, zero_pad=False))
     assert lay["operand"].tolist() == [[0, 0, -1, 1, 1, 1, -1]]
     assert lay["place"].tolist() == [[1, 0, -1, 2, 1, 0, -1]]
+    lay = source_layout(encode_sources(A, B, 3))     # "012+345"
+    assert lay["operand"].tolist() == [[0, 0, 0, -1, 1, 1, 1]]
+    assert lay["place"].tolist() == [[2, 1, 0, -1, 2, 1, 0]]
     a, b = load_test_set()
     lay = source_layout(encode_sources(a, b, 3))
     assert (lay["a"].numpy() == a).all() and (lay["b"].numpy() == b).all()

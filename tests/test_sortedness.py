@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -6,9 +8,9 @@ import attnkit
 from attnkit import capture
 from attnkit import positional as P
 from attnkit.positional import ENCODINGS
-from attnkit.sortedness import (RESULTS_PATH, SortednessClassifier, SortednessConfig, TrainConfig, checkpoint_path,
+from attnkit.sortedness import (RESULTS_PATH, DataConfig, SortednessClassifier, SortednessConfig, TrainConfig, checkpoint_path,
                                 is_sorted, load_pretrained, load_results, make_test_sets, make_train_set,
-                                shuffle_rows, sorted_sequences, swap_one_pair, train_classifier)
+                                run_experiment, shuffle_rows, sorted_sequences, swap_one_pair, train_classifier)
 
 
 def test_hard_negatives_have_exactly_one_descent_and_the_same_values():
@@ -157,3 +159,28 @@ def test_committed_results_meet_the_goals():
     assert results["none"]["val"]["hard"]["max"] < 0.6   # a multiset: chance, however long it trains
     assert results["alibi"]["hard"][256]["min"] >= 0.95  # 16x the longest training length, every seed
     assert checkpoint_path("relative").exists()
+
+
+def test_the_experiment_gives_the_same_files_with_one_or_two_workers(tmp_path):
+    """Each run seeds itself and trains on one thread, so parallel workers change nothing."""
+    out = {}
+    for workers in (1, 2):
+        data_dir = tmp_path / str(workers)
+        data_dir.mkdir()
+        results = run_experiment(encodings=("alibi", "learned"), seeds=(0, 1), variants=False,
+                                 data_dir=data_dir, workers=workers, steps=15, progress=False,
+                                 data=DataConfig(n_train=1000, n_val=100, n_test=20))
+        payloads = {enc: torch.load(checkpoint_path(enc, data_dir), weights_only=True) for enc in ("alibi", "learned")}
+        assert [h["step"] for h in payloads["alibi"]["metrics"]["history"]] == [0, 14]  # 15 steps really ran
+        states = {enc: p["state_dict"] for enc, p in payloads.items()}
+        out[workers] = results, states
+    (results_1, states_1), (results_2, states_2) = out[1], out[2]
+    assert results_1 == results_2
+    assert len(results_1["encodings"]["learned"]["val"]["hard"]["seeds"]) == 2
+    for enc in states_1:
+        assert states_1[enc].keys() == states_2[enc].keys()
+        assert all(torch.equal(states_1[enc][k], states_2[enc][k]) for k in states_1[enc]), enc
+        name = checkpoint_path(enc).name
+        assert (tmp_path / "1" / name).read_bytes() == (tmp_path / "2" / name).read_bytes(), enc
+    assert json.loads((tmp_path / "1" / RESULTS_PATH.name).read_text()) == \
+        json.loads((tmp_path / "2" / RESULTS_PATH.name).read_text())
