@@ -4,6 +4,7 @@ Every function returns a plain matplotlib Figure: save it with fig.savefig("x.pn
 """
 from __future__ import annotations
 
+import html
 from typing import Optional, Sequence
 
 import matplotlib.pyplot as plt
@@ -12,7 +13,7 @@ import torch
 
 from .attention import capture
 from .positional import ENCODINGS, sinusoidal_table
-from .sortedness import NEGATIVES, TRAIN_LENGTHS, SortednessClassifier, labelled_set
+from .sortedness import NEGATIVES, TRAIN_LENGTHS, SortednessClassifier, labelled_set, validate
 
 COLORS = dict(zip(ENCODINGS, plt.get_cmap("tab10").colors))
 TRAIN_MAX = max(TRAIN_LENGTHS)
@@ -185,45 +186,75 @@ def sample(kind: str, length: int, seed: int = 0) -> list[int]:
     return [int(v) for v in rows[0]]
 
 
-def explorer(models: dict[str, SortednessClassifier]):
-    """Pick an encoding, a length and a kind of sequence: see the prediction and the attention."""
-    import ipywidgets as W
-    from IPython.display import display
+class SortednessExplorer:
+    """Pick an encoding, slide the test length, choose a sample — or type your own sequence —
+    and see the prediction, where the model finds a violation, and every head's attention
+    (a 16-token window around the first descent). Bad input is reported in the widget."""
 
-    enc = W.Dropdown(options=list(models), value="relative" if "relative" in models else list(models)[0],
-                     description="encoding")
-    length = W.SelectionSlider(options=[8, 12, 16, 24, 32, 48, 64, 128, 256], value=16, description="length")
-    kind = W.ToggleButtons(options=["sorted", "hard", "shuffle"], value="hard", description="sample")
-    seed = W.IntText(value=0, description="seed", layout=W.Layout(width="160px"))
-    out = W.Output()
+    LENGTHS = (8, 12, 16, 24, 32, 48, 64, 128, 256)
 
-    def show(_=None):
-        out.clear_output(wait=True)
-        with out:
+    def __init__(self, models: dict[str, SortednessClassifier]):
+        import ipywidgets as W
+
+        self.models = models
+        self.encoding = W.Dropdown(options=list(models), description="encoding",
+                                   value="alibi" if "alibi" in models else list(models)[0])
+        self.length = W.SelectionSlider(options=list(self.LENGTHS), value=16, description="length")
+        self.kind = W.ToggleButtons(options=["sorted", "hard", "shuffle"], value="hard", description="sample")
+        self.seed = W.IntText(value=0, description="seed", layout=W.Layout(width="160px"))
+        self.custom = W.Text(value="", description="your own", continuous_update=False,
+                             placeholder="e.g. 3 5 5 9 8 (Enter); empty = the sample above")
+        self.message = W.HTML()
+        self.image = W.Image(format="png")
+        for w in (self.encoding, self.length, self.kind, self.seed, self.custom):
+            w.observe(self.update, names="value")
+        self.widget = W.VBox([W.HBox([self.encoding, self.seed]), self.length, self.kind, self.custom,
+                              self.message, self.image])
+        self.update()
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def sequence(self) -> list[int]:
+        """The typed sequence (validated for this encoding), or else the chosen sample."""
+        text = self.custom.value.strip()
+        if not text:
+            return sample(self.kind.value, self.length.value, self.seed.value)
+        seq = []
+        for part in text.replace(",", " ").split():
             try:
-                model, L = models[enc.value], length.value
-                seq = sample(kind.value, L, seed.value)
-                p = float(model.probabilities([seq])[0])
-                truth = bool(np.all(np.diff(seq) >= 0))
-                scores = token_scores(model, seq)
-                where = int(np.argmax(scores))
-                swap = [i for i in range(L - 1) if seq[i] > seq[i + 1]]
-                print(f"{enc.value}, length {L}: P(sorted) = {p:.3f} → "
-                      f"{'sorted' if p > 0.5 else 'unsorted'}; truly {'sorted' if truth else 'unsorted'}"
-                      f" ({'correct' if (p > 0.5) == truth else 'WRONG'})")
-                print(f"the token scoring the strongest violation: position {where}; "
-                      f"true descents at {swap[:8] or 'none'}")
-                centre = swap[0] if swap else where
-                lo = max(0, min(centre - 8, L - 16))
-                fig = plot_attention(model, seq, window=(lo, min(L, lo + 16)))
-                plt.show(fig)
-                plt.close(fig)
-            except Exception as e:  # shown in the widget, never a traceback
-                print(f"could not show this sample: {type(e).__name__}: {e}")
+                seq.append(int(part))
+            except ValueError:
+                raise ValueError(f"{part!r} is not a whole number; type values 0–99 separated by spaces") from None
+        return validate([seq], self.models[self.encoding.value].max_len)[0]
 
-    for w in (enc, length, kind, seed):
-        w.observe(show, names="value")
-    show()
-    box = W.VBox([W.HBox([enc, seed]), length, kind, out])
-    display(box)
-    return box
+    def update(self, _=None) -> None:
+        from .plotting import png_bytes
+
+        model = self.models[self.encoding.value]
+        try:
+            seq = self.sequence()
+        except ValueError as e:  # in the widget, never a traceback
+            self.message.value = f"<b style='color:#b00020'>✗ {html.escape(str(e), quote=False)}</b>"
+            return
+        L = len(seq)
+        p = float(model.probabilities([seq])[0])
+        truth = bool(np.all(np.diff(seq) >= 0))
+        descents = [i for i in range(L - 1) if seq[i] > seq[i + 1]]
+        where = int(np.argmax(token_scores(model, seq)))
+        verdict = "✓ right" if (p > 0.5) == truth else "✗ wrong"
+        self.message.value = (
+            f"<b>{self.encoding.value}</b>, length {L}: P(sorted) = {p:.3f} → "
+            f"{'sorted' if p > 0.5 else 'unsorted'}; truly {'sorted' if truth else 'unsorted'} "
+            f"(<b>{verdict}</b>). Strongest violation score at position {where}; "
+            f"true descents at {descents[:8] or 'none'}.")
+        centre = descents[0] if descents else where
+        lo = max(0, min(centre - 8, L - 16))
+        fig = plot_attention(model, seq, window=(lo, min(L, lo + 16)))
+        self.image.value = png_bytes(fig)
+        plt.close(fig)
+
+
+def explorer(models: dict[str, SortednessClassifier]) -> SortednessExplorer:
+    """The notebook's explorer (display it by leaving it last in a cell)."""
+    return SortednessExplorer(models)

@@ -184,3 +184,24 @@ def test_the_experiment_gives_the_same_files_with_one_or_two_workers(tmp_path):
         assert (tmp_path / "1" / name).read_bytes() == (tmp_path / "2" / name).read_bytes(), enc
     assert json.loads((tmp_path / "1" / RESULTS_PATH.name).read_text()) == \
         json.loads((tmp_path / "2" / RESULTS_PATH.name).read_text())
+
+
+@committed
+def test_explorer_slides_the_length_and_reports_bad_input_in_the_widget():
+    from attnkit.sortedness_plots import SortednessExplorer
+    models = {enc: load_pretrained(enc) for enc in ("alibi", "learned")}
+    ex = SortednessExplorer(models)
+    assert bytes(ex.image.value).startswith(b"\x89PNG") and "length 16" in ex.message.value
+    before = ex.image.value
+    ex.length.value = 64
+    assert ex.image.value != before and "length 64" in ex.message.value and "P(sorted)" in ex.message.value
+    ex.custom.value = "1 2 3 5 4"
+    assert "length 5" in ex.message.value and "truly unsorted" in ex.message.value
+    for typed, message in [("1 2 x", "'x' is not a whole number"), ("1 200", "outside the values 0–99")]:
+        ex.custom.value = typed
+        assert "✗" in ex.message.value and message in ex.message.value
+    ex.encoding.value = "learned"
+    ex.custom.value = " ".join(["5"] * 257)
+    assert "longer than this encoding supports (256 positions)" in ex.message.value
+    ex.custom.value = ""                      # back to the sample: no error left behind
+    assert "✗ " not in ex.message.value.split("(")[0] and "length 64" in ex.message.value
