@@ -4,6 +4,8 @@ VENV     := .venv
 PY       := $(VENV)/bin/python
 STAMP    := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
+# Extra pip options, e.g. PIP_ARGS='--extra-index-url https://download.pytorch.org/whl/cpu' (README).
+PIP_ARGS ?=
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: setup lab test chromium data bench
@@ -14,7 +16,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "make: $(PYTHON) not found; install Python 3.11 (or: make PYTHON=/path/to/python3.11 ...)"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet $(PIP_ARGS) -e '.[dev]'
 	touch $@
 
 lab: setup
