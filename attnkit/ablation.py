@@ -625,13 +625,6 @@ def _rounded(obj, digits: int = 6):
     return obj
 
 
-# ---------------------------------------------------------------------------------------
-# Tables and figures (from the results dict, fresh or loaded from the JSON)
-# ---------------------------------------------------------------------------------------
-
-KINDS = ("enc.self", "dec.self", "dec.cross")
-
-
 def load_results(path=RESULTS_PATH) -> dict:
     import json
     from pathlib import Path

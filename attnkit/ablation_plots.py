@@ -7,7 +7,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from .ablation import CARRY_GROUPS, KINDS, THRESHOLD_POINTS
+from .ablation import CARRY_GROUPS, THRESHOLD_POINTS
+from .roles import KINDS
 
 
 def head_table(results: dict):

@@ -18,14 +18,10 @@ import torch
 from .attention import capture
 from .checkpoint import load_checkpoint, load_state
 from .data import BOS, DATA_DIR, EOS, PAD, decode_digits, encode_sources, load_test_set, parse_problem, tokens
-from .evaluate import evaluate, predict
+from .evaluate import default_device, evaluate, predict
 from .model import Seq2SeqConfig, Seq2SeqTransformer
 
 CHECKPOINT = DATA_DIR / "adder.pt"
-
-
-def default_device() -> str:
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 class Adder:

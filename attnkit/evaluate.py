@@ -13,7 +13,12 @@ from .data import EOS, PAD, carry_stats, decode_digits, encode_sources, encode_t
 from .model import Seq2SeqTransformer
 
 
-def _device(model):
+def default_device() -> str:
+    """Where new models go: the GPU when PyTorch finds one, else the CPU."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
     return next(model.parameters()).device
 
 
@@ -21,7 +26,7 @@ def _device(model):
 def greedy_correct(model: Seq2SeqTransformer, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """(batch,) bool: the whole greedily decoded sum, </s> included, is right."""
     cfg = model.cfg
-    src = encode_sources(a, b, cfg.n_digits, cfg.zero_pad).to(_device(model))
+    src = encode_sources(a, b, cfg.n_digits, cfg.zero_pad).to(model_device(model))
     tgt = encode_targets(a + b, cfg.n_digits, cfg.reverse_output)[:, 1:].to(src.device)
     out = model.eval().greedy(src)
     return ((out == tgt) | (tgt == PAD)).all(dim=1).cpu().numpy()
@@ -30,7 +35,7 @@ def greedy_correct(model: Seq2SeqTransformer, a: np.ndarray, b: np.ndarray) -> n
 @torch.no_grad()
 def predict(model: Seq2SeqTransformer, a: np.ndarray, b: np.ndarray) -> list[str]:
     cfg = model.cfg
-    src = encode_sources(a, b, cfg.n_digits, cfg.zero_pad).to(_device(model))
+    src = encode_sources(a, b, cfg.n_digits, cfg.zero_pad).to(model_device(model))
     out = model.eval().greedy(src).cpu().tolist()
     return [decode_digits(row, cfg.reverse_output) for row in out]
 
@@ -39,7 +44,7 @@ def predict(model: Seq2SeqTransformer, a: np.ndarray, b: np.ndarray) -> list[str
 def evaluate(model: Seq2SeqTransformer, a: np.ndarray, b: np.ndarray) -> dict:
     """Every metric the notebooks report, on problems (a, b)."""
     cfg = model.cfg
-    src = encode_sources(a, b, cfg.n_digits, cfg.zero_pad).to(_device(model))
+    src = encode_sources(a, b, cfg.n_digits, cfg.zero_pad).to(model_device(model))
     tgt = encode_targets(a + b, cfg.n_digits, cfg.reverse_output).to(src.device)
     model.eval()
     out = model.greedy(src)

@@ -28,16 +28,13 @@ from tqdm.auto import tqdm
 
 from .attention import MultiHeadAttention
 from .checkpoint import load_checkpoint, load_state, save_checkpoint, save_json
+from .evaluate import default_device
 from .positional import ENCODINGS, Encoding, Positional
 
 N_VALUES = 100                       # values 0 … 99
 TRAIN_LENGTHS = tuple(range(8, 17))  # 8 … 16
 TEST_LENGTHS = TRAIN_LENGTHS + (32, 64, 128, 256)
 NEGATIVES = ("hard", "shuffle")
-
-
-def default_device() -> str:
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 # ---------------------------------------------------------------------------- data
@@ -468,16 +465,16 @@ def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = 
             save_checkpoint(checkpoint_path(name, data_dir), KIND, asdict(cfg), trained["state"],
                             {"seed": seed, "train": train_cfg, "history": trained["history"], **metrics})
 
-    args = lambda cfg, seed: (cfg, seed, train_set, val_set, test_sets, device, steps)  # noqa: E731
+    shared = (train_set, val_set, test_sets, device, steps)  # every run's arguments after (cfg, seed)
     threads = torch.get_num_threads()
     try:
         if workers == 1:
             for name, cfg, seed in runs:
-                record(name, cfg, seed, _train_and_evaluate(*args(cfg, seed)))
+                record(name, cfg, seed, _train_and_evaluate(cfg, seed, *shared))
         else:
             # "spawn": a fresh interpreter per worker, the same on Linux, macOS and Windows
             with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-                futures = {pool.submit(_train_and_evaluate, *args(cfg, seed)): (name, cfg, seed)
+                futures = {pool.submit(_train_and_evaluate, cfg, seed, *shared): (name, cfg, seed)
                            for name, cfg, seed in runs}
                 for future in as_completed(futures):
                     record(*futures[future], future.result())

@@ -12,15 +12,13 @@ import numpy as np
 import torch
 
 from .attention import capture
+from .evaluate import model_device
+from .plotting import heatmap_grid, png_bytes
 from .positional import ENCODINGS, sinusoidal_table
 from .sortedness import NEGATIVES, TRAIN_LENGTHS, SortednessClassifier, labelled_set, validate
 
 COLORS = dict(zip(ENCODINGS, plt.get_cmap("tab10").colors))
 TRAIN_MAX = max(TRAIN_LENGTHS)
-
-
-def _device(model: torch.nn.Module) -> torch.device:
-    return next(model.parameters()).device
 
 
 def plot_curves(results: dict, encodings: Sequence[str] = ENCODINGS, title: str = "") -> plt.Figure:
@@ -116,7 +114,7 @@ def plot_token_scores(models: dict[str, SortednessClassifier], length: int = 64,
     rows = np.stack(rows)
     fig, axes = plt.subplots(1, len(models), figsize=(3.3 * len(models), 3.4), sharey=True, squeeze=False)
     for ax, (enc, model) in zip(axes[0], models.items()):
-        scores = np.stack([token_scores(model, r) for r in rows])          # (2n, L)
+        scores = run_batch(model, rows)[1]                                  # (2n, L)
         pos = np.arange(length)
         ax.plot(pos, scores[kind == 0].mean(0), color="tab:blue", label="sorted: mean")
         ax.plot(pos, scores[kind == 0].max(0), color="tab:blue", lw=0.8, ls="--", label="sorted: max")
@@ -134,48 +132,53 @@ def plot_token_scores(models: dict[str, SortednessClassifier], length: int = 64,
     return fig
 
 
+def run_batch(model: SortednessClassifier, rows) -> tuple[np.ndarray, np.ndarray, dict]:
+    """One forward pass over equal-length rows (batch, L): P(sorted) (batch,), each token's
+    "a violation is here" score (batch, L) before pooling, and every head's attention pattern
+    (the capture() cache)."""
+    scores = {}
+    hook = model.head.register_forward_hook(lambda m, i, o: scores.setdefault("s", o.squeeze(-1)))
+    try:
+        with torch.no_grad(), capture(model) as cache:
+            logits = model(torch.as_tensor(np.asarray(rows), device=model_device(model)))
+    finally:
+        hook.remove()
+    return torch.sigmoid(logits).cpu().numpy(), scores["s"].cpu().numpy(), cache
+
+
+def run_one(model: SortednessClassifier, seq: Sequence[int]) -> tuple[float, np.ndarray, dict]:
+    """run_batch() for one sequence: P(sorted), scores (L,), the cache."""
+    p, scores, cache = run_batch(model, [list(seq)])
+    return float(p[0]), scores[0], cache
+
+
 def token_scores(model: SortednessClassifier, seq: Sequence[int]) -> np.ndarray:
     """(L,) each token's "a violation is here" score, before pooling."""
-    with torch.no_grad():
-        captured = {}
-        hook = model.head.register_forward_hook(lambda m, i, o: captured.setdefault("s", o.squeeze(-1)))
-        try:
-            model(torch.tensor([list(seq)], device=_device(model)))
-        finally:
-            hook.remove()
-    return captured["s"][0].cpu().numpy()
+    return run_one(model, seq)[1]
 
 
 def plot_attention(model: SortednessClassifier, seq: Sequence[int], title: str = "",
-                   window: Optional[tuple[int, int]] = None) -> plt.Figure:
-    """Every head's pattern for one sequence, tokens (their values) on both axes, the tokens of
-    an out-of-order pair in red. `window` (start, stop) zooms into a slice of positions for long
-    sequences (rows then show only the keys inside the window)."""
-    with torch.no_grad(), capture(model) as cache:
-        model(torch.tensor([list(seq)], device=_device(model)))
+                   window: Optional[tuple[int, int]] = None, cache: Optional[dict] = None) -> plt.Figure:
+    """Every head's pattern for one sequence (plotting.heatmap_grid: layers down, heads across),
+    the values as token labels, those of an out-of-order pair in red. `window` (start, stop)
+    zooms into a slice of positions (rows then show only the keys inside it); by default the
+    first 32. `cache`: run_one()'s, if at hand."""
+    cache = cache if cache is not None else run_one(model, seq)[2]
+    lo, hi = window or (0, min(len(seq), 32))
     names = sorted(k for k in cache if k.endswith(".pattern"))
-    n_heads = model.cfg.n_heads
-    lo, hi = window or (0, len(seq))
-    fig, axes = plt.subplots(len(names), n_heads, figsize=(3.1 * n_heads, 3.0 * len(names)), squeeze=False)
+    patterns = np.stack([cache[name][0, :, lo:hi, lo:hi].cpu().numpy() for name in names])  # (layers, heads, q, k)
     labels = [str(v) for v in seq[lo:hi]]
+    fig = heatmap_grid(patterns, labels, labels,
+                       title or f"attention patterns ({model.cfg.encoding}), positions {lo}–{hi - 1}",
+                       row_titles=[name.removesuffix(".pattern") for name in names],
+                       col_titles=[f"head {h}" for h in range(patterns.shape[1])],
+                       note="red: a value in an out-of-order neighbouring pair")
     in_descent = {j for i in range(len(seq) - 1) if seq[i] > seq[i + 1] for j in (i, i + 1)}
-    step = max(1, (hi - lo) // 16)
-    for row, name in zip(axes, names):
-        pattern = cache[name][0, :, lo:hi, lo:hi].cpu().numpy()           # (heads, q, k)
-        for h, ax in enumerate(row):
-            ax.imshow(pattern[h], cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
-            ax.set_title(f"{name.removesuffix('.pattern')} head {h}", fontsize=9)
-            ticks = np.arange(0, hi - lo, step)
-            ax.set_xticks(ticks, [labels[t] for t in ticks], fontsize=7, rotation=90)
-            ax.set_yticks(ticks, [labels[t] for t in ticks], fontsize=7)
-            for tick_labels in (ax.get_xticklabels(), ax.get_yticklabels()):
-                for t, label in zip(ticks, tick_labels):  # red: a token in an out-of-order pair
-                    if lo + t in in_descent:
-                        label.set_color("red")
-            ax.set_xlabel("key (value)", fontsize=8)
-            ax.set_ylabel("query (value)", fontsize=8)
-    fig.suptitle(title or f"attention patterns ({model.cfg.encoding}), positions {lo}–{hi - 1}")
-    fig.tight_layout()
+    for panel in fig.attnkit_panels:
+        for tick_labels in (panel.ax.get_xticklabels(), panel.ax.get_yticklabels()):
+            for t, label in enumerate(tick_labels):
+                if lo + t in in_descent:
+                    label.set_color("red")
     return fig
 
 
@@ -229,8 +232,6 @@ class SortednessExplorer:
         return validate([seq], self.models[self.encoding.value].max_len)[0]
 
     def update(self, _=None) -> None:
-        from .plotting import png_bytes
-
         model = self.models[self.encoding.value]
         try:
             seq = self.sequence()
@@ -238,10 +239,10 @@ class SortednessExplorer:
             self.message.value = f"<b style='color:#b00020'>✗ {html.escape(str(e), quote=False)}</b>"
             return
         L = len(seq)
-        p = float(model.probabilities([seq])[0])
+        p, scores, cache = run_one(model, seq)  # one forward pass for the answer and the picture
         truth = bool(np.all(np.diff(seq) >= 0))
         descents = [i for i in range(L - 1) if seq[i] > seq[i + 1]]
-        where = int(np.argmax(token_scores(model, seq)))
+        where = int(np.argmax(scores))
         verdict = "✓ right" if (p > 0.5) == truth else "✗ wrong"
         self.message.value = (
             f"<b>{self.encoding.value}</b>, length {L}: P(sorted) = {p:.3f} → "
@@ -250,11 +251,5 @@ class SortednessExplorer:
             f"true descents at {descents[:8] or 'none'}.")
         centre = descents[0] if descents else where
         lo = max(0, min(centre - 8, L - 16))
-        fig = plot_attention(model, seq, window=(lo, min(L, lo + 16)))
+        fig = plot_attention(model, seq, window=(lo, min(L, lo + 16)), cache=cache)
         self.image.value = png_bytes(fig)
-        plt.close(fig)
-
-
-def explorer(models: dict[str, SortednessClassifier]) -> SortednessExplorer:
-    """The notebook's explorer (display it by leaving it last in a cell)."""
-    return SortednessExplorer(models)
