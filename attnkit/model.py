@@ -83,7 +83,8 @@ class DecoderLayer(nn.Module):
         state["self"] = (k, v)
         y = y + self.self_attn(h, kv=(k, v), causal=True)
         if "cross" not in state:  # the memory never changes: project it once
-            state["cross"] = self.cross_attn.project_kv(memory)
+            # contiguous once, rather than copied by every step's matrix product
+            state["cross"] = tuple(t.contiguous() for t in self.cross_attn.project_kv(memory))
         return self._cross_and_ff(y, memory, src_pad, state["cross"])
 
     def _cross_and_ff(self, y: Tensor, memory: Tensor, src_pad: Tensor, kv) -> Tensor:

@@ -80,6 +80,19 @@ def test_fully_masked_row_gives_zeros_not_nan(dtype):
     assert all(t.grad.isfinite().all() for t in (q, k, v))
 
 
+@pytest.mark.parametrize("k_pos", [1, 7, 64, 65])  # 65: past the one-query path's limit
+def test_one_query_decoding_step_matches_torch_with_masks_and_gradients(k_pos):
+    """A decoding step (one query) takes its own path: products summed, a written-out softmax."""
+    q, k, v = (t.requires_grad_(True) for t in random_qkv(3, 2, 1, k_pos, 8, torch.float64, seed=6))
+    mask = ~padding_mask(3, k_pos, seed=6)[:, None, None, :]
+    mask[2] = False  # the third sequence's query may attend to nothing
+    out, w = scaled_dot_product_attention(q, k, v, mask)
+    assert (out[2] == 0).all() and (w[2] == 0).all() and not out.isnan().any()
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), **TOL[torch.float64])
+    attention = lambda q, k, v: scaled_dot_product_attention(q, k, v, mask)[0]  # noqa: E731
+    assert torch.autograd.gradcheck(attention, (q, k, v), fast_mode=True)
+
+
 def test_bias_is_added_to_the_scores():
     q, k, v = random_qkv(2, 3, 5, 6, 8, torch.float64, seed=4)
     bias = torch.randn(3, 5, 6, dtype=torch.float64)
