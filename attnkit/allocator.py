@@ -4,8 +4,8 @@ Evaluating a batch allocates and frees tensors of a few MB hundreds of times (at
 scores at length 256: 16 × 4 × 256 × 256 floats = 17 MB; a chunk of 2,048 sums through
 the feed-forward block: 15 MB). glibc serves blocks that big with mmap and hands them back
 to the OS on free, so the next allocation page-faults every 4 KB page in again — in the VMs
-this kit was measured on, that took about as long as the arithmetic (the sortedness test at
-length 256: 4.7 s, 2.6 s with freed memory kept; benchmarks/bench_sortedness.py).
+this kit was measured on, that took longer than the arithmetic (evaluating the sortedness test
+set at length 256: 5.8 s, and 2.5 s with freed memory kept; benchmarks/bench_sortedness.py).
 
 keep_freed_memory() raises glibc's mmap threshold to its 32 MB ceiling and stops it trimming
 the heap: freed blocks are reused instead of returned. The price is that the process keeps
@@ -21,8 +21,9 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt() parameters, from glibc'
 MMAP_THRESHOLD_MAX = 32 * 1024 * 1024        # glibc refuses more on 64-bit
 
 
-def keep_freed_memory() -> bool:
-    """True when glibc accepted the settings (Linux); False elsewhere, changing nothing."""
+def keep_freed_memory(keep: bool = True) -> bool:
+    """True when glibc accepted the settings (Linux); False elsewhere, changing nothing.
+    keep=False sets glibc's initial thresholds (128 KiB) again: the baseline of the benchmark."""
     if not sys.platform.startswith("linux"):
         return False
     try:
@@ -32,4 +33,5 @@ def keep_freed_memory() -> bool:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     # Setting either one also switches off glibc's own adjustment of both thresholds.
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX)) and bool(mallopt(M_TRIM_THRESHOLD, 2 ** 30))
+    mmap_threshold, trim_threshold = (MMAP_THRESHOLD_MAX, 2 ** 30) if keep else (128 * 1024, 128 * 1024)
+    return bool(mallopt(M_MMAP_THRESHOLD, mmap_threshold)) and bool(mallopt(M_TRIM_THRESHOLD, trim_threshold))

@@ -138,8 +138,17 @@ def test_committed_checkpoints_load_and_match_the_results(encoding):
 def test_committed_models_classify_obvious_cases(encoding):
     clf = load_pretrained(encoding)
     assert clf.predict([list(range(10, 22)), [5, 9, 12, 30, 31, 40, 41, 41, 60, 70, 80, 99],
-                        [10, 11, 12, 13, 40, 14, 15, 16, 17, 18], list(range(21, 9, -1))]) == \
+                        [10, 11, 12, 13, 40, 14, 15, 16, 17, 18], [90, 71, 70, 52, 33, 30, 12, 5]]) == \
         [True, True, False, False]
+
+
+@committed
+def test_descending_runs_of_consecutive_values_fool_only_the_relative_model():
+    """The gap notebook 05 reports (§4): outside the training distribution, the bucketed-bias
+    model calls some runs like 21, 20, …, 10 sorted; every other encoding rejects them all."""
+    runs = [list(range(a + L - 1, a - 1, -1)) for L in (8, 12, 16) for a in range(0, 101 - L)]
+    called_sorted = {enc: np.mean(load_pretrained(enc).predict(runs)) for enc in ENCODINGS if enc != "none"}
+    assert called_sorted.pop("relative") > 0.1 and all(share == 0 for share in called_sorted.values())
 
 
 @committed
