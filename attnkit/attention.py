@@ -32,7 +32,7 @@ def scaled_dot_product_attention(
     A query whose keys are all masked attends to nothing: its weights and its
     output are zeros, never NaN (a plain softmax over -inf gives NaN there).
     """
-    one_query = q.size(-2) == 1 and k.size(-2) <= 64  # a decoding step: see below
+    one_query = q.size(-2) == 1  # a decoding step: see below
     # Scaling q rather than the scores: the same numbers (bit for bit when √d_head is a power
     # of two, as here), but q has d_head columns where the scores have k_pos (256 at test).
     scores = (q / math.sqrt(q.size(-1))) @ k.transpose(-2, -1)  # (..., q_pos, k_pos)

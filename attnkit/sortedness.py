@@ -30,6 +30,7 @@ from .attention import MultiHeadAttention
 from .checkpoint import load_checkpoint, load_state, save_checkpoint, save_json
 from .evaluate import default_device
 from .positional import ENCODINGS, Encoding, Positional
+from .train import adamw
 
 N_VALUES = 100                       # values 0 … 99
 TRAIN_LENGTHS = tuple(range(8, 17))  # 8 … 16
@@ -353,10 +354,7 @@ def train_classifier(model_cfg: SortednessConfig = SortednessConfig(), train_cfg
     torch.manual_seed(train_cfg.seed)
     rng = np.random.default_rng(train_cfg.seed)
     model = SortednessClassifier(model_cfg).to(device)
-    # fused: one kernel updates every parameter, as the adder trains (its last bits differ
-    # from the default per-parameter loop's, so it is part of what the results were made with).
-    opt = torch.optim.AdamW(model.parameters(), lr=train_cfg.lr, weight_decay=train_cfg.weight_decay,
-                            fused=torch.device(device).type in ("cpu", "cuda") or None)
+    opt = adamw(model.parameters(), train_cfg.lr, train_cfg.weight_decay, device)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, train_cfg))
     all_tokens, _ = pad_batch(rows)                         # (n, 16): pad once, index per step
     lengths = np.array([len(r) for r in rows])
@@ -460,15 +458,13 @@ def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = 
                  ("readout-first", SortednessConfig(encoding="relative", readout="first"), seeds[0]),
                  ("learned-random-init", SortednessConfig(encoding="learned", learned_init="random"), seeds[0])]
     per_run: dict = {}
-    start, main_runs_done = time.perf_counter(), []  # when the encoding × seed runs were all done
+    start, done_after = time.perf_counter(), {}  # (name, seed) -> seconds from the start
     bar = tqdm(total=len(runs), desc=f"sortedness experiment ({workers} worker{'s' * (workers > 1)})",
                disable=not progress)
 
     def record(name: str, cfg: SortednessConfig, seed: int, outcome) -> None:
         metrics, train_cfg, trained = outcome
-        per_run[name, seed] = metrics
-        if sum(n in encodings for n, _ in per_run) == len(encodings) * len(seeds) and not main_runs_done:
-            main_runs_done.append(time.perf_counter() - start)
+        per_run[name, seed], done_after[name, seed] = metrics, time.perf_counter() - start
         bar.update()
         bar.set_postfix_str(f"{name} seed {seed}: val hard {metrics['val']['hard']:.3f}, "
                             f"hard@256 {metrics['hard'][max(test_sets)]:.3f}")
@@ -509,8 +505,9 @@ def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = 
     }
     save_json(Path(data_dir) / RESULTS_PATH.name, results)
     if progress:
+        main_runs = max(t for (name, _), t in done_after.items() if name in encodings)
         print(f"sortedness experiment: {len(runs)} models in {time.perf_counter() - start:.0f} s "
-              f"(its {len(encodings) * len(seeds)} encoding × seed runs done after {main_runs_done[0]:.0f} s)")
+              f"(its {len(encodings) * len(seeds)} encoding × seed runs done after {main_runs:.0f} s)")
     return results
 
 
