@@ -11,10 +11,10 @@ from attnkit.model import Seq2SeqConfig, Seq2SeqTransformer
 def test_round_trip(tmp_path):
     model = Seq2SeqTransformer(Seq2SeqConfig(d_model=16, d_ff=32))
     Adder(model).save(tmp_path / "a.pt", {"exact_match": 0.5})
-    loaded = Adder.load(tmp_path / "a.pt")
+    loaded = Adder.load(tmp_path / "a.pt")  # onto the GPU where there is one
     assert loaded.cfg == model.cfg and loaded.metrics == {"exact_match": 0.5}
     for k, v in model.state_dict().items():
-        assert torch.equal(v, loaded.model.state_dict()[k])
+        assert torch.equal(v, loaded.model.state_dict()[k].cpu())
 
 
 def test_corrupt_checkpoint_gets_a_clear_error(tmp_path):
