@@ -72,6 +72,32 @@ def eval_speed(model, repeats: int = 5) -> float:
     return statistics.median(times)
 
 
+@torch.no_grad()
+def matrix_product_floor(model: Seq2SeqTransformer, repeats: int = 5) -> tuple[float, float]:
+    """(seconds, GFLOP) of greedy evaluation's matrix products alone: every nn.Linear call of
+    one evaluation of the 10,000 problems is recorded, then replayed on its own (random inputs
+    of the same shapes). What evaluation spends beyond this goes to everything else."""
+    a, b = load_test_set()
+    src = encode_sources(a, b, model.cfg.n_digits, model.cfg.zero_pad)
+    calls = []
+    hooks = [m.register_forward_hook(lambda mod, inputs, _: calls.append((mod, inputs[0].shape)))
+             for m in model.modules() if isinstance(m, nn.Linear)]
+    try:
+        model.greedy(src)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    inputs = {shape: torch.randn(shape) for _, shape in calls}
+    gflop = sum(2 * inputs[shape].numel() * mod.out_features for mod, shape in calls) / 1e9
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for mod, shape in calls:
+            nn.functional.linear(inputs[shape], mod.weight, mod.bias)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), gflop
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="evaluation speed only")
@@ -82,6 +108,9 @@ def main() -> None:
     ours, theirs = eval_speed(Seq2SeqTransformer(cfg).eval()), eval_speed(TorchTransformerAdder(cfg).eval())
     print(f"greedy evaluation of 10,000 problems: attnkit {ours:.3f} s, nn.Transformer {theirs:.3f} s "
           f"(ratio {ours / theirs:.2f}; goal <= 0.5 s: {'yes' if ours <= 0.5 else 'NO'})")
+    floor, gflop = matrix_product_floor(Seq2SeqTransformer(cfg).eval())
+    print(f"  of which matrix products alone (every nn.Linear call replayed): {floor:.3f} s for {gflop:.1f} GFLOP "
+          f"({gflop / floor:.0f} GFLOP/s), {floor / ours:.0%} of attnkit's evaluation")
     if args.quick:
         return
     runs = [("attnkit, assignment order", cfg, False, 60),
