@@ -8,10 +8,14 @@ The adder issue asks for greedy evaluation of the 10,000 held-out problems in <=
     module calls, one matrix product for Q, K and V, a preallocated key/value cache, the
     written-out softmax everywhere, attention summed over heads without reshaping copies.
     It must give the same 10,000 answers (checked), so it is the same model, only faster code;
-  * the matrix products alone: every nn.Linear call of one evaluation, replayed on its own.
+  * the matrix products alone: every nn.Linear call of one evaluation, replayed on its own;
+  * with --compile, also the package's greedy with encode and decode through torch.compile
+    (Inductor: needs a C++ compiler; compiling takes minutes, and the growing key/value cache
+    makes it recompile at each decoding step until dynamo's recompile limit, with warnings).
 
-    python benchmarks/bench_greedy_limits.py
+    python benchmarks/bench_greedy_limits.py [--compile]
 """
+import argparse
 import statistics
 import time
 
@@ -20,7 +24,7 @@ import torch.nn.functional as F
 
 from attnkit.adder import Adder
 from attnkit.attention import softmax_short_rows
-from attnkit.data import BOS, encode_sources, load_test_set
+from attnkit.data import BOS, PAD, encode_sources, load_test_set
 
 from bench_adder import matrix_product_floor
 
@@ -84,13 +88,40 @@ def fused_greedy(model, src: torch.Tensor, chunk: int = 2048) -> torch.Tensor:
     return torch.cat(outs)
 
 
+@torch.no_grad()
+def compiled_greedy(model, chunk: int = 2048):
+    """The package's greedy loop with encode and decode compiled by torch.compile."""
+    encode, decode = torch.compile(model.encode), torch.compile(model.decode)
+
+    def greedy(src: torch.Tensor) -> torch.Tensor:
+        outs = []
+        for s in src.split(chunk):
+            memory, src_pad, states = encode(s), s == PAD, [{} for _ in model.decoder]
+            token, out = torch.full((s.size(0), 1), BOS, dtype=torch.long), []
+            for t in range(model.cfg.max_tgt_len - 1):
+                token = decode(token, memory, src_pad, states, start=t)[:, -1:].argmax(-1)
+                out.append(token)
+            outs.append(torch.cat(out, dim=1))
+        return torch.cat(outs)
+    return greedy
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--compile", action="store_true", help="also time torch.compile (slow to compile)")
+    args = parser.parse_args()
     model = Adder.load(device="cpu").model
     a, b = load_test_set()
     src = encode_sources(a, b, model.cfg.n_digits, model.cfg.zero_pad)
     same = torch.equal(fused_greedy(model, src), model.greedy(src))
     print(f"torch threads: {torch.get_num_threads()}; the fused rewrite gives the same 10,000 answers: {same}")
     variants = {"package greedy": lambda: model.greedy(src), "hand-fused rewrite": lambda: fused_greedy(model, src)}
+    if args.compile:
+        compiled = compiled_greedy(model)
+        t = time.perf_counter()
+        same = torch.equal(compiled(src), model.greedy(src))
+        print(f"torch.compile: {time.perf_counter() - t:.0f} s to compile and run once; same answers: {same}")
+        variants["torch.compile"] = lambda: compiled(src)
     times = {name: [] for name in variants}
     for _ in range(11):  # interleaved: this machine's speed drifts between runs
         for name, run in variants.items():
