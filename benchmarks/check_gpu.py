@@ -6,7 +6,6 @@ and one sortedness model are trained on the GPU from scratch.
 
     python benchmarks/check_gpu.py
 """
-import statistics
 import time
 
 import torch
@@ -18,15 +17,7 @@ from attnkit.evaluate import greedy_correct
 from attnkit.model import Seq2SeqConfig
 from attnkit.train import TrainConfig, train_adder
 
-
-def eval_seconds(adder: Adder, a, b, repeats: int = 5) -> float:
-    greedy_correct(adder.model, a, b)  # warm-up
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        greedy_correct(adder.model, a, b)  # ends with .cpu(): waits for the GPU
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+from bench_adder import eval_speed
 
 
 def main() -> None:
@@ -48,7 +39,7 @@ def main() -> None:
     with cpu.ablate(heads), gpu.ablate(heads):
         print(f"adder without {heads}: exact match CPU {cpu.evaluate()['exact_match']:.4f}, "
               f"GPU {gpu.evaluate()['exact_match']:.4f}")
-    t_cpu, t_gpu = eval_seconds(cpu, a, b), eval_seconds(gpu, a, b)
+    t_cpu, t_gpu = eval_speed(cpu.model), eval_speed(gpu.model)  # greedy_correct ends with .cpu(): waits for the GPU
     print(f"greedy evaluation of 10,000 problems: CPU {t_cpu:.3f} s, GPU {t_gpu:.3f} s (ratio {t_cpu / t_gpu:.1f})")
 
     for name, cfg in [("assignment order", Seq2SeqConfig()), ("reversed output", Seq2SeqConfig(reverse_output=True))]:
