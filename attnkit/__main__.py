@@ -21,15 +21,17 @@ def main(argv=None) -> None:
     # files in data/ must come out bit for bit the same on every run of these commands.
     import torch
     torch.set_num_threads(1)
+    from .core.allocator import keep_freed_memory
+    keep_freed_memory()  # evaluation was half page faults: see core/allocator.py
 
     if args.command == "train" and args.what == "adder":
         from .adder import CHECKPOINT, train_pretrained
         train_pretrained(args.out or CHECKPOINT)
     elif args.command == "train" and args.what == "sortedness":
-        from .sortedness import run_experiment
+        from .experiments.sortedness_runs import run_experiment
         run_experiment()
     elif args.command == "study" and args.what == "ablation":
-        from .ablation import run_studies
+        from .experiments.ablation_studies import run_studies
         run_studies()
 
 

@@ -4,10 +4,10 @@
 
 The sweep is 25 greedy exact-match evaluations of the 10,000 held-out problems (the intact
 model, then each of the 24 heads removed alone). The plain loop decodes greedily once per
-evaluation; the fast path (attnkit.ablation.fast_matches) is checked to give the same
+evaluation; the fast path (attnkit.interp.sweep.fast_matches, built on the hook points) is checked to give the same
 (25, 10000) matrix of right/wrong. The bar: the fast sweep in <= 15 s on 2 CPU cores.
-Both paths run with the studies' thread setting (attnkit.ablation.THREADS, one thread: see
-ablation.threads); try --threads 2 on an idle machine. Uses data/adder.pt when it exists;
+Both paths run on one torch thread, as the studies do (core/runtime.torch_threads); try
+--threads 2 on an idle machine. Uses data/adder.pt when it exists;
 otherwise an untrained model scored against its own answers (so that ablations change
 something). Timings depend on what else runs on the machine: the load average is printed
 before and after, and the best of --repeats is kept.
@@ -19,10 +19,13 @@ import time
 import numpy as np
 import torch
 
-from attnkit import ablation as A
+from attnkit import interp as A
+from attnkit.adder.evaluate import mean_z
+from attnkit.core.allocator import keep_freed_memory
+from attnkit.core import runtime
 from attnkit.adder import CHECKPOINT, Adder
-from attnkit.data import BOS, EOS, PAD, load_test_set
-from attnkit.model import Seq2SeqConfig, Seq2SeqTransformer
+from attnkit.adder.data import BOS, EOS, PAD, load_test_set
+from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
 
 
 def problems_for(adder):
@@ -50,10 +53,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mode", choices=["zero", "mean", "both"], default="both")
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=A.THREADS,
-                        help=f"torch threads for both paths (default {A.THREADS}, as the studies use; 0: torch's own)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads for both paths (default 1, as the studies use; 0: torch's own)")
     args = parser.parse_args()
-    A.THREADS = args.threads or None  # both the plain loop and the fast path run under it
+    keep_freed_memory()  # as the CLI does
+    runtime.ANALYSIS_THREADS = args.threads or None  # both the plain loop and the fast path run under it
     if CHECKPOINT.exists():
         adder = Adder.load(CHECKPOINT, device="cpu")
     else:
@@ -61,7 +65,7 @@ def main() -> None:
         adder = Adder(Seq2SeqTransformer(Seq2SeqConfig()))
     problems, what = problems_for(adder)
     configs = [[]] + [[h] for h in adder.heads]
-    with A.threads():
+    with runtime.analysis_threads():
         n_threads = torch.get_num_threads()
     print(f"torch {torch.__version__}, {n_threads} threads, {os.cpu_count()} CPUs; "
           f"load average before: {os.getloadavg()[0]:.2f}")
@@ -69,7 +73,7 @@ def main() -> None:
     print(f"{'mode':<6} {'plain loop':>11} {'fast sweep':>11} {'speed-up':>9}  {'same':>5}  fast <= 15 s")
     for mode in (["zero", "mean"] if args.mode == "both" else [args.mode]):
         if mode == "mean":
-            A.mean_z(adder)  # computed once per model and cached, like the studies do
+            mean_z(adder.model)  # computed once per model and cached, like the studies do
         plain_s, plain_all, plain = best_of(lambda: A.plain_matches(adder, problems, configs, mode), args.repeats)
         fast_s, fast_all, fast = best_of(lambda: A.fast_matches(adder, problems, configs, mode), args.repeats)
         same = bool(np.array_equal(plain, fast))

@@ -15,10 +15,10 @@ import time
 import torch
 from torch import nn
 
-from attnkit.data import BOS, PAD, encode_sources, load_test_set
-from attnkit.evaluate import greedy_correct
-from attnkit.model import Seq2SeqConfig, Seq2SeqTransformer
-from attnkit.train import TrainConfig, train_adder
+from attnkit.adder.data import BOS, PAD, encode_sources, load_test_set
+from attnkit.adder.evaluate import greedy_correct
+from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
+from attnkit.adder.train import AdderTrainConfig, train_adder
 
 
 class TorchTransformerAdder(nn.Module):
@@ -52,7 +52,7 @@ class TorchTransformerAdder(nn.Module):
         return tgt[:, 1:]
 
 
-def time_to_target(cfg: Seq2SeqConfig, train_cfg: TrainConfig, baseline: bool = False) -> dict:
+def time_to_target(cfg: Seq2SeqConfig, train_cfg: AdderTrainConfig, baseline: bool = False) -> dict:
     start = time.perf_counter()
     model = TorchTransformerAdder(cfg) if baseline else None
     result = train_adder(cfg, train_cfg, progress=False, model=model)
@@ -119,7 +119,7 @@ def main() -> None:
             ("attnkit, operands without leading 0s", Seq2SeqConfig(zero_pad=False), False, None)]
     results = {}
     for name, c, baseline, goal in runs:
-        r = results[name] = time_to_target(c, TrainConfig(), baseline)
+        r = results[name] = time_to_target(c, AdderTrainConfig(), baseline)
         verdict = "" if goal is None else f"  goal <= {goal} s: {'yes' if r['seconds'] <= goal else 'NO'}"
         print(f"{name:38s} {r['seconds']:6.1f} s  {r['steps']:5d} steps  held-out exact match "
               f"{r['exact_match']:.4f}{verdict}")

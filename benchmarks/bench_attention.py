@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnkit.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
+from attnkit.core.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
 
 KIT_SIZES = [(256, 4, 7, 16), (256, 4, 16, 16)]  # (batch, heads, pos, d_head)
 LARGER = [(16, 8, 128, 64)]

@@ -18,10 +18,10 @@ import time
 
 import attnkit
 from attnkit.adder import CHECKPOINT, Adder
-from attnkit.data import load_test_set
-from attnkit.model import Seq2SeqConfig, Seq2SeqTransformer
-from attnkit.plotting import AttentionPlot
-from attnkit.widgets import ALL_HEADS, AttentionExplorer, single_thread
+from attnkit.adder.data import load_test_set
+from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
+from attnkit.ui.plotting import AttentionPlot
+from attnkit.ui.widgets import ALL_HEADS, AttentionExplorer, single_thread
 
 BAR_MS = 150.0
 

@@ -24,8 +24,8 @@ import torch
 import torch.nn.functional as F
 
 from attnkit.adder import Adder
-from attnkit.attention import softmax_short_rows
-from attnkit.data import BOS, encode_sources, load_test_set
+from attnkit.core.attention import softmax_short_rows
+from attnkit.adder.data import BOS, encode_sources, load_test_set
 
 from bench_adder import matrix_product_floor
 

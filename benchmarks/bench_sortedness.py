@@ -5,15 +5,15 @@
 The full experiment trains 21 models (6 encodings × 3 seeds + 3 variants) for 2,000 steps each (2,400 for
 the sinusoidal and learned tables), on one thread, in one worker process per core; the estimate below adds
 the evaluations. Last, the evaluation at length 256 with freed memory kept in the process (what attnkit
-does on import, allocator.py) against glibc's initial thresholds, which hand it back to the OS.
+does in the CLI and the experiment runner, core/allocator.py) against glibc's initial thresholds, which hand it back to the OS.
 """
 import time
 
 import torch
 
-from attnkit.allocator import keep_freed_memory
-from attnkit.positional import ENCODINGS
-from attnkit.sortedness import (DataConfig, SortednessConfig, TrainConfig, accuracy_by_kind, evaluate, make_test_sets,
+from attnkit.core.allocator import keep_freed_memory
+from attnkit.core.positional import ENCODINGS
+from attnkit.sortedness import (DataConfig, SortednessConfig, SortednessTrainConfig, accuracy_by_kind, evaluate_classifier, make_test_sets,
                                 make_train_set, make_val_set, train_classifier, train_config)
 
 
@@ -26,9 +26,9 @@ def main(steps: int = 100) -> None:
     per_model = {}
     for enc in ENCODINGS:
         cfg = SortednessConfig(encoding=enc)
-        result = train_classifier(cfg, TrainConfig(steps=steps), train_set, device="cpu", progress=False)
+        result = train_classifier(cfg, SortednessTrainConfig(steps=steps), train_set, device="cpu", progress=False)
         t = time.perf_counter()
-        evaluate(result.model, val_set, tests)
+        evaluate_classifier(result.model, val_set, tests)
         evaluation = time.perf_counter() - t
         per_model[enc] = result.seconds / steps * train_config(cfg, 0).steps + evaluation
         print(f"{enc:10s} {1000 * result.seconds / steps:6.1f} ms/step   evaluation {evaluation:5.2f} s")

@@ -11,11 +11,13 @@ import time
 import torch
 
 from attnkit import sortedness
+from attnkit.core.positional import ENCODINGS
+from attnkit.experiments import sortedness_runs
 from attnkit.adder import Adder
-from attnkit.data import EDGE_CASES, load_test_set
-from attnkit.evaluate import greedy_correct
-from attnkit.model import Seq2SeqConfig
-from attnkit.train import TrainConfig, train_adder
+from attnkit.adder.data import EDGE_CASES, load_test_set
+from attnkit.adder.evaluate import greedy_correct
+from attnkit.adder.model import Seq2SeqConfig
+from attnkit.adder.train import AdderTrainConfig, train_adder
 
 from bench_adder import eval_speed
 
@@ -44,20 +46,20 @@ def main() -> None:
 
     for name, cfg in [("assignment order", Seq2SeqConfig()), ("reversed output", Seq2SeqConfig(reverse_output=True))]:
         t = time.perf_counter()
-        result = train_adder(cfg, TrainConfig(), device="cuda", progress=False)
+        result = train_adder(cfg, AdderTrainConfig(), device="cuda", progress=False)
         exact = float(greedy_correct(result.model, a, b).mean())
         print(f"adder trained on the GPU, {name}: {time.perf_counter() - t:.1f} s, {result.steps} steps, "
               f"held-out exact match {exact:.4f}")
 
     val_set, test_sets = sortedness.make_val_set(), sortedness.make_test_sets()
-    for encoding in sortedness.ENCODINGS:
-        model = sortedness.load_pretrained(encoding, device="cuda")
-        got = sortedness.evaluate(model, val_set, test_sets)
+    for encoding in ENCODINGS:
+        model = sortedness.load_classifier(encoding, device="cuda")
+        got = sortedness.evaluate_classifier(model, val_set, test_sets)
         gap = max(abs(got[neg][n] - model.metrics[neg][n]) for neg in sortedness.NEGATIVES for n in test_sets)
         print(f"sortedness {encoding:10s} on the GPU: largest accuracy gap to the committed (CPU) results {gap:.4f}")
     t = time.perf_counter()
     # the very function each run of `python -m attnkit train sortedness` calls
-    metrics, _, _ = sortedness._train_and_evaluate(sortedness.SortednessConfig(encoding="relative"), 0,
+    metrics, _, _ = sortedness_runs._train_and_evaluate(sortedness.SortednessConfig(encoding="relative"), 0,
                                                     sortedness.make_train_set(), val_set, test_sets, "cuda")
     cpu_runs = sortedness.load_results()["encodings"]["relative"]
     print(f"sortedness, relative, seed 0, trained on the GPU: {time.perf_counter() - t:.1f} s; validation (hard) "

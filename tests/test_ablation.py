@@ -1,4 +1,4 @@
-"""attnkit.ablation: the context manager, the mean, the refusal, and the fast sweep's exactness.
+"""attnkit.interp (ablation, sweep, studies): the context manager, the mean, the refusal, and the fast sweep's exactness.
 
 Most tests use an untrained model. Its answers are wrong, so where an accuracy must move,
 the targets are the intact model's own greedy answers: the intact model then scores 100 %
@@ -8,11 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from attnkit import ablation as A
+from attnkit import interp as A
 from attnkit.adder import CHECKPOINT, Adder
-from attnkit.attention import attention_modules, capture
-from attnkit.data import BOS, EOS, PAD, load_test_set
-from attnkit.model import Seq2SeqConfig, Seq2SeqTransformer
+from attnkit.adder.evaluate import mean_z
+from attnkit.core.hooks import gate_z
+from attnkit.interp.sweep import _decide
+from attnkit.adder.data import BOS, EOS, PAD, carry_stats, load_test_set
+from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
 
 
 def untrained(seed=0, **cfg) -> Adder:
@@ -49,8 +51,16 @@ def small():
     return a[:400], b[:400]
 
 
-def gates(model):
-    return {n: (m.gate, m.z_fill) for n, m in attention_modules(model).items()}
+def no_hooks(model) -> bool:
+    return not any(point.fns for point in model.hook_points().values())
+
+
+def z_cache(model, p):
+    """Every attention module's z in one teacher-forced pass: {"enc.self.0": (batch, heads, q_pos, d_head)}."""
+    names = list(model.attention_modules())
+    with torch.no_grad():
+        _, cache = model.run_with_cache(p.src, p.tgt_in, names=[f"{n}.hook_z" for n in names])
+    return {n: cache[f"{n}.hook_z"] for n in names}
 
 
 def test_ablate_restores_the_model_even_when_the_body_raises(adder, small):
@@ -58,9 +68,9 @@ def test_ablate_restores_the_model_even_when_the_body_raises(adder, small):
     before = adder.model.greedy(src)
     with pytest.raises(RuntimeError, match="boom"):
         with adder.ablate(["dec.cross.1.2", "enc.self.0.3"], mode="mean"):
-            assert attention_modules(adder.model)["dec.cross.1"].gate is not None
+            assert adder.model.hook_points()["dec.cross.1.hook_z"].fns
             raise RuntimeError("boom")
-    assert all(g is None and f is None for g, f in gates(adder.model).values())
+    assert no_hooks(adder.model)
     assert torch.equal(adder.model.greedy(src), before)
 
 
@@ -73,52 +83,72 @@ def test_unknown_head_id_lists_the_valid_ones(adder):
     with pytest.raises(ValueError, match="zero"):
         with adder.ablate(["dec.cross.1.0"], mode="median"):
             pass
-    assert all(g is None for g, _ in gates(adder.model).values())
+    assert no_hooks(adder.model)
 
 
 def test_zero_ablation_zeroes_that_heads_z_and_changes_the_output(adder, small):
     p = A.Problems.from_operands(adder.model, *small)
-    with torch.no_grad(), capture(adder.model) as clean:
-        logits = adder.model(p.src, p.tgt_in)
-    with torch.no_grad(), adder.ablate(["dec.cross.1.2"]), capture(adder.model) as cut:
+    clean = z_cache(adder.model, p)
+    with torch.no_grad(), adder.ablate(["dec.cross.1.2"]):
+        cut = z_cache(adder.model, p)
         ablated = adder.model(p.src, p.tgt_in)
-    z, z0 = cut["dec.cross.1.z"], clean["dec.cross.1.z"]
+    logits = adder.model(p.src, p.tgt_in).detach()
+    z, z0 = cut["dec.cross.1"], clean["dec.cross.1"]
     assert torch.all(z[:, 2] == 0) and z0[:, 2].abs().sum() > 0
     assert torch.equal(z[:, [0, 1, 3]], z0[:, [0, 1, 3]])  # the other heads are untouched
-    assert torch.equal(cut["dec.cross.0.z"], clean["dec.cross.0.z"])  # and so is the layer before
+    assert torch.equal(cut["dec.cross.0"], clean["dec.cross.0"])  # and so is the layer before
     assert not torch.allclose(ablated, logits)
 
 
 def test_mean_mode_outputs_the_mean_z_over_real_positions(adder, small):
     a, b = small
-    means = A.mean_z(adder, a, b)
+    means = mean_z(adder.model, a, b)
     p = A.Problems.from_operands(adder.model, a, b)
-    with torch.no_grad(), capture(adder.model) as cache:
-        adder.model(p.src, p.tgt_in)
+    cache = z_cache(adder.model, p)
     real = p.gold != PAD  # decoder rows: <s> and each answer digit
-    expected = cache["dec.self.0.z"].permute(1, 0, 2, 3)[:, real].mean(dim=1)  # (heads, d_head)
+    expected = cache["dec.self.0"].permute(1, 0, 2, 3)[:, real].mean(dim=1)  # (heads, d_head)
     torch.testing.assert_close(means["dec.self.0"], expected)
     real_src = p.src != PAD
-    torch.testing.assert_close(means["enc.self.1"], cache["enc.self.1.z"].permute(1, 0, 2, 3)[:, real_src].mean(1))
+    torch.testing.assert_close(means["enc.self.1"], cache["enc.self.1"].permute(1, 0, 2, 3)[:, real_src].mean(1))
 
-    held_out = A.mean_z(adder)  # the definition used by mode="mean": the whole held-out set
-    assert A.mean_z(adder) is held_out  # computed once per model
-    with torch.no_grad(), adder.ablate(["enc.self.1.3", "dec.self.0.1"], mode="mean"), capture(adder.model) as cut:
-        adder.model(p.src, p.tgt_in)
-    assert torch.equal(cut["enc.self.1.z"][:, 3], held_out["enc.self.1"][3].expand_as(cut["enc.self.1.z"][:, 3]))
-    assert torch.equal(cut["dec.self.0.z"][:, 1], held_out["dec.self.0"][1].expand_as(cut["dec.self.0.z"][:, 1]))
+    held_out = mean_z(adder.model)  # the definition used by mode="mean": the whole held-out set
+    assert mean_z(adder.model) is held_out  # computed once per model
+    with torch.no_grad(), adder.ablate(["enc.self.1.3", "dec.self.0.1"], mode="mean"):
+        cut = z_cache(adder.model, p)
+        assert mean_z(adder.model) is held_out  # asked inside an ablation: still the intact model's
+    assert torch.equal(cut["enc.self.1"][:, 3], held_out["enc.self.1"][3].expand_as(cut["enc.self.1"][:, 3]))
+    assert torch.equal(cut["dec.self.0"][:, 1], held_out["dec.self.0"][1].expand_as(cut["dec.self.0"][:, 1]))
 
 
 def test_nested_ablations_compose_and_unwind(adder, small):
     p = A.Problems.from_operands(adder.model, *small)
     with adder.ablate(["dec.self.1.0"], mode="mean"):
-        with adder.ablate(["dec.self.1.2"]), torch.no_grad(), capture(adder.model) as cache:
-            adder.model(p.src, p.tgt_in)
-        assert attention_modules(adder.model)["dec.self.1"].gate.tolist() == [0, 1, 1, 1]
-    z = cache["dec.self.1.z"]
+        with adder.ablate(["dec.self.1.2"]):
+            z = z_cache(adder.model, p)["dec.self.1"]
+        assert len(adder.model.hook_points()["dec.self.1.hook_z"].fns) == 1  # the inner block's hook is gone
     assert torch.all(z[:, 2] == 0)
-    assert torch.equal(z[:, 0], A.mean_z(adder)["dec.self.1"][0].expand_as(z[:, 0]))
-    assert all(g is None for g, _ in gates(adder.model).values())
+    assert torch.equal(z[:, 0], mean_z(adder.model)["dec.self.1"][0].expand_as(z[:, 0]))
+    assert no_hooks(adder.model)
+
+
+def test_blocks_exiting_in_crossed_order_restore_exactly(adder, small):
+    p = A.Problems.from_operands(adder.model, *small)
+    clean = z_cache(adder.model, p)
+    inner_heads = ["dec.self.1.2", "enc.self.0.1"]
+    with adder.ablate(inner_heads, mode="mean"):
+        inner_only = z_cache(adder.model, p)
+    outer, inner = adder.ablate(["dec.self.1.0"]), adder.ablate(inner_heads, mode="mean")
+    outer.__enter__()
+    inner.__enter__()
+    try:
+        outer.__exit__(None, None, None)  # the outer block ends first: only the inner heads stay removed
+        z = z_cache(adder.model, p)
+        assert all(torch.equal(z[n], inner_only[n]) for n in z)
+    finally:
+        inner.__exit__(None, None, None)
+    assert no_hooks(adder.model)
+    after = z_cache(adder.model, p)
+    assert all(torch.equal(after[n], clean[n]) for n in clean)
 
 
 def test_a_broken_model_is_refused_unless_forced(adder):
@@ -157,7 +187,7 @@ def test_decide_trusts_only_clear_margins():
     logits[2, 1, 7] = 5.0 - 1e-5               # row 2: a near tie where it matters
     logits[3, 0, 3] = 9.0                      # row 3: clearly wrong first; a later tie is irrelevant
     logits[3, 1, 7] = 5.0
-    right, unsure = A._decide(logits, gold, margin=1e-3)
+    right, unsure = _decide(logits, gold, margin=1e-3)
     assert right.tolist() == [True, False, False, False]
     assert unsure.tolist() == [False, False, True, False]
 
@@ -189,17 +219,13 @@ def test_gradient_importance_is_the_mean_absolute_gate_gradient(adder, small):
         one = A.gradient_importance(adder, "zero", force=True, a=a[:1], b=b[:1])
 
     def loss(g):
-        m = attention_modules(adder.model)["dec.cross.0"]
-        m.gate = torch.tensor([1.0, g, 1.0, 1.0])
-        try:
-            logits = adder.model(p.src, p.tgt_in)
-            return torch.nn.functional.cross_entropy(logits[0], p.gold[0], ignore_index=PAD, reduction="sum").item()
-        finally:
-            m.gate = None
+        gate = torch.tensor([1.0, g, 1.0, 1.0])
+        logits = adder.model.run_with_hooks(p.src, p.tgt_in, hooks=[("dec.cross.0.hook_z", lambda z, hook: gate_z(z, gate))])
+        return torch.nn.functional.cross_entropy(logits[0], p.gold[0], ignore_index=PAD, reduction="sum").item()
     with torch.no_grad():
         fd = abs(loss(1 + 1e-2) - loss(1 - 1e-2)) / 2e-2
     assert one["raw"]["dec.cross.0.1"] == pytest.approx(fd, rel=1e-2)
-    assert all(g is None for g, _ in gates(adder.model).values())
+    assert no_hooks(adder.model)
 
 
 def test_rank_correlation():
@@ -210,7 +236,7 @@ def test_rank_correlation():
 
 def test_sweep_and_carry_bookkeeping_on_a_known_matrix(adder):
     a, b = load_test_set()
-    n_carries, chain = A.carry_stats(a, b)
+    n_carries, chain = carry_stats(a, b)
     correct = np.ones((25, len(a)), dtype=bool)
     correct[1, :100] = False              # enc.self.0.0 breaks 100 problems: 1 point
     correct[24, n_carries >= 1] = False   # dec.cross.1.3 breaks every carry problem
@@ -236,7 +262,7 @@ def test_fast_equals_plain_on_the_trained_adder():
 
 
 def test_the_explorer_reports_errors_inside_itself(adder):
-    from attnkit.widgets import AblationExplorer
+    from attnkit.ui.widgets import AblationExplorer
     explorer = AblationExplorer(adder, n_problems=200)  # untrained: refused, said in the widget
     assert "99 %" in explorer.output.value and all(t.disabled for t in explorer.toggles.values())
     with pytest.warns(UserWarning, match="measures nothing"):
@@ -244,6 +270,6 @@ def test_the_explorer_reports_errors_inside_itself(adder):
     assert len(forced.toggles) == 24 and forced.result["exact_match"] == 0.0
     forced.set_removed(["dec.cross.1.2"], mode="mean")
     assert forced.result["removed"] == ["dec.cross.1.2"] and forced.result["mode"] == "mean"
-    assert all(g is None for g, _ in gates(adder.model).values())
+    assert no_hooks(adder.model)
     forced.problem.value = "12+"  # malformed: a message, not a traceback
     assert "⚠" in forced.output.value

@@ -3,8 +3,9 @@ import io
 
 import pytest
 
-from attnkit import ablation, ablation_plots
-from attnkit.ablation import RESULTS_PATH
+from attnkit.experiments import ablation_studies as ablation
+from attnkit.experiments.ablation_studies import RESULTS_PATH
+from attnkit.ui import ablation_plots
 
 pytestmark = pytest.mark.skipif(not RESULTS_PATH.exists(), reason="no committed ablation results")
 

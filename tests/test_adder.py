@@ -2,7 +2,7 @@
 import pytest
 
 import attnkit
-from attnkit.data import EDGE_CASES
+from attnkit.adder.data import EDGE_CASES
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def test_run_with_cache_patterns_are_the_ones_used_for_the_answer(adder):
     assert answers == ["1160", "10"]
     src, tgt = adder.labels(cache, 1)
     assert src == ["0", "0", "5", "+", "0", "0", "5"] and tgt == ["<s>", "1", "0"]  # the inputs that wrote "1", "0", "</s>"
-    assert cache["dec.cross.0.pattern"].shape == (2, 4, 5, 7)  # queries: <s> + up to 4 digits
+    assert cache["dec.cross.0.hook_pattern"].shape == (2, 4, 5, 7)  # queries: <s> + up to 4 digits
 
 
 def test_unknown_pretrained_name():

@@ -3,7 +3,7 @@ import sys
 
 import pytest
 
-from attnkit.allocator import keep_freed_memory
+from attnkit.core.allocator import keep_freed_memory
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt exists on Linux only")

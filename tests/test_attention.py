@@ -2,9 +2,11 @@
 import pytest
 import torch
 import torch.nn.functional as F
+
+from attnkit.core.hooks import gate_z
 from torch import nn
 
-from attnkit.attention import MultiHeadAttention, capture, causal_mask, scaled_dot_product_attention
+from attnkit.core.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
 
 TOL = {torch.float32: dict(atol=1e-5, rtol=1e-5), torch.float64: dict(atol=1e-9, rtol=1e-9)}
 DTYPES = [torch.float32, torch.float64]
@@ -132,11 +134,15 @@ def run_both(ours, theirs, x_q, x_kv=None, key_padding_mask=None, causal=False):
     attn_mask = None
     if causal:  # theirs: True = may NOT attend
         attn_mask = ~causal_mask(x_q.size(1))
-    with capture(ours) as cache:
+    seen = {}
+    remove = ours.hook_pattern.add(lambda pattern, hook: seen.setdefault("pattern", pattern))
+    try:
         out = ours(x_q, None if x_kv is x_q else x_kv, key_padding_mask=key_padding_mask, causal=causal)
+    finally:
+        remove()
     their_out, their_w = theirs(x_q, x_kv, x_kv, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
                                 need_weights=True, average_attn_weights=False)
-    return (out, cache[f"{ours.name}.pattern"]), (their_out, their_w)
+    return (out, seen["pattern"]), (their_out, their_w)
 
 
 # (batch, q_pos, k_pos, d_model, n_heads): d_model 24 and 12 are not powers of two
@@ -197,23 +203,27 @@ def test_incremental_decoding_with_cached_kv_matches_full_causal():
     torch.testing.assert_close(last, full[:, -2:])
 
 
-def test_capture_records_every_head_and_stops_after():
+def test_hook_points_see_every_head_and_detach_exactly():
     m = MultiHeadAttention(16, 4)
-    m.name = "enc.self.0"
     x = torch.randn(2, 5, 16)
-    with capture(m) as cache:
-        m(x)
-    assert cache["enc.self.0.pattern"].shape == (2, 4, 5, 5)
-    assert cache["enc.self.0.z"].shape == (2, 4, 5, 4)
-    assert m.cache is None
+    seen = []
+    remove = [m.hook_pattern.add(lambda t, hook: seen.append(t.shape)), m.hook_z.add(lambda t, hook: seen.append(t.shape))]
+    m(x)
+    assert seen == [(2, 4, 5, 5), (2, 4, 5, 4)]
+    for r in remove:
+        r()
+    m(x)
+    assert len(seen) == 2 and not m.hook_pattern.fns and not m.hook_z.fns
 
 
 def test_gate_zero_removes_a_head_before_W_O():
     m = MultiHeadAttention(16, 4).eval()
     x = torch.randn(2, 5, 16)
-    with capture(m) as cache:
-        m(x)
-    m.gate = torch.tensor([1.0, 0.0, 1.0, 1.0])
-    z = cache["attn.z"].clone()
+    seen = {}
+    remove = m.hook_z.add(lambda z, hook: seen.setdefault("z", z))
+    m(x)
+    remove()
+    m.hook_z.add(lambda z, hook: gate_z(z, torch.tensor([1.0, 0.0, 1.0, 1.0])))
+    z = seen["z"].clone()
     z[:, 1] = 0
     torch.testing.assert_close(m(x), m.W_O(m.merge_heads(z)))

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from attnkit.adder import Adder
-from attnkit.checkpoint import load_checkpoint, save_checkpoint, save_json
-from attnkit.model import Seq2SeqConfig, Seq2SeqTransformer
+from attnkit.core.checkpoint import load_checkpoint, save_checkpoint, save_json
+from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
 
 
 def test_round_trip(tmp_path):

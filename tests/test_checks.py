@@ -5,8 +5,8 @@ import pytest
 import torch
 from torch import nn
 
-from attnkit import checks
-from attnkit.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
+from attnkit.ui import checks
+from attnkit.core.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
 
 
 def run_check(capsys, check, code):

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnkit.data import (BOS, EOS, PAD, ProblemSampler, carry_stats, decode_digits, encode_sources,
+from attnkit.adder.data import (BOS, EOS, PAD, ProblemSampler, carry_stats, decode_digits, encode_sources,
                           encode_targets, load_test_set, make_test_set, parse_problem, problem_keys, tokens)
 
 

@@ -91,7 +91,7 @@ def test_notebook_01_solutions_pass_their_checkers(capsys):
     """The collapsible solutions, run in order, pass every checker cell of notebook 01."""
     nb = read(ROOT / "notebooks" / "01_attention_from_scratch.ipynb")
     namespace = {}
-    exec("import math, torch\nfrom torch import nn\nimport torch.nn.functional as F\nfrom attnkit import checks",
+    exec("import math, torch\nfrom torch import nn\nimport torch.nn.functional as F\nfrom attnkit.ui import checks",
          namespace)
     solutions = [m.group(1) for c in nb.cells if c.cell_type == "markdown" for m in SOLUTION.finditer(c.source)]
     assert len(solutions) == 4

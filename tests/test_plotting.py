@@ -4,10 +4,10 @@ import pandas as pd
 import pytest
 import torch
 
-from attnkit.data import BOS, PAD, encode_sources
-from attnkit.plotting import (KEY_LABEL, QUERY_LABEL, AttentionPlot, attention_figure, decoder_query_labels,
+from attnkit.adder.data import BOS, PAD, encode_sources
+from attnkit.ui.plotting import (KEY_LABEL, QUERY_LABEL, AttentionPlot, attention_figure, decoder_query_labels,
                               heatmap, heatmap_grid, png_bytes, roles_heatmap, save_figure)
-from attnkit.roles import MEASURES
+from attnkit.interp.roles import MEASURES
 
 TOKENS = ["1", "2", "+", "3", "4"]
 
@@ -22,7 +22,7 @@ def cache_for_12_plus_345():
     tgt = torch.tensor([[BOS, 3, 5, 7, PAD]])
     cache = {"src": src, "tgt": tgt}
     for name, (nq, nk) in {"enc.self": (7, 7), "dec.self": (5, 5), "dec.cross": (5, 7)}.items():
-        cache[f"{name}.0.pattern"] = torch.rand(1, 4, nq, nk).softmax(-1)
+        cache[f"{name}.0.hook_pattern"] = torch.rand(1, 4, nq, nk).softmax(-1)
     return cache
 
 
@@ -125,7 +125,7 @@ def test_attention_plot_redraws_in_place():
     plot = AttentionPlot()
     first = plot.figure(cache, 0, "dec.cross", 0, head=0)
     before = png_bytes(first)
-    cache["dec.cross.0.pattern"] = cache["dec.cross.0.pattern"].flip(-1)
+    cache["dec.cross.0.hook_pattern"] = cache["dec.cross.0.hook_pattern"].flip(-1)
     second = plot.figure(cache, 0, "dec.cross", 0, head=2)
     assert second is first  # same layout: the figure is reused ...
     assert "dec.cross.0.2" in second.axes[0].get_title()
@@ -142,7 +142,7 @@ def test_blitted_png_has_the_same_pixels_as_a_full_draw(kind, head, tmp_path):
     plot = AttentionPlot()
     save_figure(plot.figure(cache, 0, kind, 0, head), tmp_path / "at_150_dpi.png")
     plot.png(plot.figure(cache, 0, kind, 0, head))                  # builds the background
-    cache[f"{kind}.0.pattern"] = cache[f"{kind}.0.pattern"].flip(-2)  # new weights on the same layout
+    cache[f"{kind}.0.hook_pattern"] = cache[f"{kind}.0.hook_pattern"].flip(-2)  # new weights on the same layout
     fig = plot.figure(cache, 0, kind, 0, head, subtitle="again")
     blitted, full = plot.png(fig), png_bytes(fig, dpi=72)
     pixels = [np.asarray(Image.open(io.BytesIO(png)).convert("RGBA")) for png in (blitted, full)]

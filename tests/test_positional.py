@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from attnkit import MultiHeadAttention
-from attnkit.positional import (ENCODINGS, LearnedTable, Positional, RelativeBucketBias, alibi_bias,
+from attnkit.core.positional import (ENCODINGS, LearnedTable, Positional, RelativeBucketBias, alibi_bias,
                                 alibi_slopes, rotate, sinusoidal_shift_matrix, sinusoidal_table)
 
 

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from attnkit.adder import Adder
-from attnkit.data import BOS, EOS, PAD, encode_sources, encode_targets, load_test_set
-from attnkit.model import Seq2SeqConfig, Seq2SeqTransformer
-from attnkit.roles import (MEASURES, chance_levels, head_roles, measure_masks, output_places, problems_of,
+from attnkit.adder.data import BOS, EOS, PAD, encode_sources, encode_targets, load_test_set
+from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
+from attnkit.interp.roles import (MEASURES, chance_levels, head_roles, measure_masks, output_places, problems_of,
                            roles_from_cache, row_shares, source_layout)
 
 # "12+345" = 357.  Source positions: 0:'1'(a, place 1) 1:'2'(a, 0) 2:'+' 3:'3'(b, 2) 4:'4'(b, 1) 5:'5'(b, 0) 6:pad
@@ -54,8 +54,8 @@ def hand_cache():
         uniform(5, 7, 6),
         onehot(5, 7, [2, 2, 2, 2, pad_junk]),          # '+'
     ])
-    return {"src": src, "tgt": tgt, "enc.self.0.pattern": enc[None],
-            "dec.self.0.pattern": dec_self[None], "dec.cross.0.pattern": dec_cross[None]}
+    return {"src": src, "tgt": tgt, "enc.self.0.hook_pattern": enc[None],
+            "dec.self.0.hook_pattern": dec_self[None], "dec.cross.0.hook_pattern": dec_cross[None]}
 
 
 @pytest.fixture(scope="module")
@@ -151,9 +151,9 @@ def test_chance_levels_are_uniform_attention():
 def test_typical_sample_is_the_usual_behaviour_not_the_outlier():
     one = hand_cache()
     cache = {k: torch.cat([v] * 3) for k, v in one.items()}
-    cache["dec.cross.0.pattern"] = cache["dec.cross.0.pattern"].clone()
-    cache["dec.cross.0.pattern"][1, 0] = cache["dec.cross.0.pattern"][0, 3]  # sample 1: head 0 looks at '+'
-    cache["dec.cross.0.pattern"][2, 0] = cache["dec.cross.0.pattern"][0, 3]  # sample 2 too; sample 0 is the outlier
+    cache["dec.cross.0.hook_pattern"] = cache["dec.cross.0.hook_pattern"].clone()
+    cache["dec.cross.0.hook_pattern"][1, 0] = cache["dec.cross.0.hook_pattern"][0, 3]  # sample 1: head 0 looks at '+'
+    cache["dec.cross.0.hook_pattern"][2, 0] = cache["dec.cross.0.hook_pattern"][0, 3]  # sample 2 too; sample 0 is the outlier
     roles = roles_from_cache(cache)
     assert roles.loc["dec.cross.0.0", "typical_sample"] in (1, 2)
     assert roles.loc["dec.cross.0.0", "plus"] == pytest.approx((0.25 + 1 + 1) / 3)
@@ -169,7 +169,7 @@ def test_fast_on_the_whole_held_out_set():
     cache = {"src": src, "tgt": tgt}
     for name, (nq, nk) in {"enc.self": (7, 7), "dec.self": (5, 5), "dec.cross": (5, 7)}.items():
         for layer in range(2):
-            cache[f"{name}.{layer}.pattern"] = torch.rand(len(a), 4, nq, nk, generator=g).softmax(-1)
+            cache[f"{name}.{layer}.hook_pattern"] = torch.rand(len(a), 4, nq, nk, generator=g).softmax(-1)
     start = time.process_time()
     roles = roles_from_cache(cache)
     assert time.process_time() - start < 4.0  # ~0.5 s on a free laptop core; generous for busy CI machines

@@ -5,12 +5,12 @@ import pytest
 import torch
 
 import attnkit
-from attnkit import capture
-from attnkit import positional as P
-from attnkit.positional import ENCODINGS
-from attnkit.sortedness import (RESULTS_PATH, DataConfig, SortednessClassifier, SortednessConfig, TrainConfig, checkpoint_path,
-                                is_sorted, load_pretrained, load_results, make_test_sets, make_train_set,
-                                run_experiment, shuffle_rows, sorted_sequences, swap_one_pair, train_classifier)
+from attnkit.core import positional as P
+from attnkit.core.positional import ENCODINGS
+from attnkit.experiments.sortedness_runs import run_experiment
+from attnkit.sortedness import (RESULTS_PATH, DataConfig, SortednessClassifier, SortednessConfig, SortednessTrainConfig,
+                                checkpoint_path, is_sorted, load_classifier, load_results, make_test_sets,
+                                make_train_set, shuffle_rows, sorted_sequences, swap_one_pair, train_classifier)
 
 
 def test_hard_negatives_have_exactly_one_descent_and_the_same_values():
@@ -59,10 +59,10 @@ def test_padding_does_not_change_a_prediction(encoding):
 
 def test_attention_is_captured_under_stable_names():
     model = SortednessClassifier(SortednessConfig(encoding="rope")).eval()
-    with capture(model) as cache:
-        model(torch.tensor([[1, 2, 3, 4, 5, 6]]))
-    assert cache["enc.self.0.pattern"].shape == (1, 4, 6, 6)
-    assert cache["enc.self.1.pattern"].shape == (1, 4, 6, 6)
+    _, cache = model.run_with_cache(torch.tensor([[1, 2, 3, 4, 5, 6]]))
+    assert cache["enc.self.0.hook_pattern"].shape == (1, 4, 6, 6)
+    assert cache["enc.self.1.hook_pattern"].shape == (1, 4, 6, 6)
+    assert cache["enc.1.hook_resid_post"].shape == (1, 6, 64) and cache["hook_token_score"].shape == (1, 6)
 
 
 def test_none_encoding_sees_a_multiset():
@@ -103,7 +103,7 @@ def test_other_encodings_have_no_length_limit():
 def test_learned_rows_beyond_the_training_lengths_keep_their_initial_values():
     rows, labels = make_train_set()
     result = train_classifier(SortednessConfig(encoding="learned", d_model=16, n_layers=1),
-                              TrainConfig(steps=10, batch_size=64), (rows[:1000], labels[:1000]),
+                              SortednessTrainConfig(steps=10, batch_size=64), (rows[:1000], labels[:1000]),
                               device="cpu", progress=False)
     table = result.model.pos.learned.table.detach()
     start = P.sinusoidal_table(256, 16)
@@ -115,7 +115,7 @@ def test_a_few_training_steps_lower_the_loss():
     rows, labels = make_train_set()
     small = (rows[:512], labels[:512])
     result = train_classifier(SortednessConfig(encoding="relative", d_model=32, n_layers=1),
-                              TrainConfig(steps=60, batch_size=64), small, device="cpu", progress=False)
+                              SortednessTrainConfig(steps=60, batch_size=64), small, device="cpu", progress=False)
     losses = [h["loss"] for h in result.history]
     assert losses[-1] < losses[0]
 
@@ -136,7 +136,7 @@ def test_committed_checkpoints_load_and_match_the_results(encoding):
 @committed
 @pytest.mark.parametrize("encoding", [e for e in ENCODINGS if e != "none"])
 def test_committed_models_classify_obvious_cases(encoding):
-    clf = load_pretrained(encoding)
+    clf = load_classifier(encoding)
     assert clf.predict([list(range(10, 22)), [5, 9, 12, 30, 31, 40, 41, 41, 60, 70, 80, 99],
                         [10, 11, 12, 13, 40, 14, 15, 16, 17, 18], [90, 71, 70, 52, 33, 30, 12, 5]]) == \
         [True, True, False, False]
@@ -147,7 +147,7 @@ def test_descending_runs_of_consecutive_values_fool_only_the_relative_model():
     """The gap notebook 05 reports (§4): outside the training distribution, the bucketed-bias
     model calls some runs like 21, 20, …, 10 sorted; every other encoding rejects them all."""
     runs = [list(range(a + L - 1, a - 1, -1)) for L in (8, 12, 16) for a in range(0, 101 - L)]
-    called_sorted = {enc: np.mean(load_pretrained(enc).predict(runs)) for enc in ENCODINGS if enc != "none"}
+    called_sorted = {enc: np.mean(load_classifier(enc).predict(runs)) for enc in ENCODINGS if enc != "none"}
     assert called_sorted.pop("relative") > 0.1 and all(share == 0 for share in called_sorted.values())
 
 
@@ -197,8 +197,8 @@ def test_the_experiment_gives_the_same_files_with_one_or_two_workers(tmp_path):
 
 @committed
 def test_explorer_slides_the_length_and_reports_bad_input_in_the_widget():
-    from attnkit.sortedness_plots import SortednessExplorer
-    models = {enc: load_pretrained(enc) for enc in ("alibi", "learned")}
+    from attnkit.ui.sortedness_plots import SortednessExplorer
+    models = {enc: load_classifier(enc) for enc in ("alibi", "learned")}
     ex = SortednessExplorer(models)
     assert bytes(ex.image.value).startswith(b"\x89PNG") and "length 16" in ex.message.value
     before = ex.image.value

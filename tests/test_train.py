@@ -2,15 +2,15 @@ import numpy as np
 import pytest
 import torch
 
-from attnkit.evaluate import evaluate
-from attnkit.model import Seq2SeqConfig
-from attnkit.train import TrainConfig, train_adder
+from attnkit.adder.evaluate import evaluate
+from attnkit.adder.model import Seq2SeqConfig
+from attnkit.adder.train import AdderTrainConfig, train_adder
 
 TINY = Seq2SeqConfig(d_model=16, n_heads=2, d_ff=32)
 
 
 def quick(seed=0, **kw):
-    return TrainConfig(seed=seed, max_steps=20, eval_every=10, n_val=200, **kw)
+    return AdderTrainConfig(seed=seed, max_steps=20, eval_every=10, n_val=200, **kw)
 
 
 def test_training_is_deterministic_from_the_seed():
@@ -22,13 +22,13 @@ def test_training_is_deterministic_from_the_seed():
 
 
 def test_loss_falls_and_history_is_logged():
-    result = train_adder(TINY, TrainConfig(max_steps=60, eval_every=20, n_val=200), progress=False)
+    result = train_adder(TINY, AdderTrainConfig(max_steps=60, eval_every=20, n_val=200), progress=False)
     assert [h["step"] for h in result.history] == [20, 40, 60]
     assert result.history[-1]["loss"] < 2.0  # untrained: ln(14) = 2.64
 
 
 def test_interrupt_keeps_the_best_model_and_saves(tmp_path, monkeypatch):
-    import attnkit.train as train_module
+    import attnkit.adder.train as train_module
     calls = {"n": 0}
     real = train_module.greedy_correct
 

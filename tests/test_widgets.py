@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from attnkit.adder import Adder
-from attnkit.model import Seq2SeqConfig, Seq2SeqTransformer
-from attnkit.widgets import ALL_HEADS, AttentionExplorer
+from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
+from attnkit.ui.widgets import ALL_HEADS, AttentionExplorer
 
 A = np.array([663, 5, 999, 12, 450, 0, 71, 808])
 B = np.array([497, 5, 1, 345, 550, 0, 29, 9])
@@ -14,8 +14,8 @@ B = np.array([497, 5, 1, 345, 550, 0, 29, 9])
 class TrueAdder(Adder):
     """An untrained model whose reported answers are the true sums: to see the ✓."""
 
-    def run_with_cache(self, problems):
-        _, cache = super().run_with_cache(problems)
+    def run_with_cache(self, problems, names=None):
+        _, cache = super().run_with_cache(problems, names)
         return [str(sum(map(int, p.split("+")))) for p in problems], cache
 
 

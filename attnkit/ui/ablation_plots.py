@@ -7,8 +7,9 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from .ablation import CARRY_GROUPS, THRESHOLD_POINTS
-from .roles import KINDS
+from ..interp.ablation import THRESHOLD_POINTS
+from ..interp.roles import KINDS
+from ..interp.studies import CARRY_GROUPS
 
 
 def head_table(results: dict):

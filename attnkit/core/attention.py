@@ -3,20 +3,19 @@
 One set of axis names everywhere: batch, heads, q_pos (queries), k_pos (keys),
 d_model (residual width) and d_head (width of one head).
 
-Every MultiHeadAttention has a stable `name` ("enc.self.0", "dec.cross.1", ...) and
-two hooks that the analysis notebooks use:
-  * `capture(model)` records every head's `pattern` and `z` in one forward pass;
-  * `gate` / `z_fill` remove a head by zeroing (or mean-replacing) its z before W_O.
+Every MultiHeadAttention has a stable `name` ("enc.self.0", "dec.cross.1", ...) and named
+hook points on q, k, v, the scores, the pattern, z and its output (hooks.py).
 """
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
-from typing import Callable, Iterator, Optional
+from typing import Callable, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from .hooks import HookPoint
 
 
 def scaled_dot_product_attention(
@@ -32,26 +31,42 @@ def scaled_dot_product_attention(
     A query whose keys are all masked attends to nothing: its weights and its
     output are zeros, never NaN (a plain softmax over -inf gives NaN there).
     """
-    one_query = q.size(-2) == 1  # a decoding step: see below
+    weights = attention_weights(attention_scores(q, k, mask, bias), mask, dropout_p)
+    return attend(weights, v), weights
+
+
+def attention_scores(q: Tensor, k: Tensor, mask: Optional[Tensor] = None, bias: Optional[Tensor] = None) -> Tensor:
+    """q·kᵀ / √d_head (+ bias), masked keys set to the most negative float: (..., q_pos, k_pos)."""
     # Scaling q rather than the scores: the same numbers (bit for bit when √d_head is a power
     # of two, as here), but q has d_head columns where the scores have k_pos (256 at test).
-    scores = (q / math.sqrt(q.size(-1))) @ k.transpose(-2, -1)  # (..., q_pos, k_pos)
+    scores = (q / math.sqrt(q.size(-1))) @ k.transpose(-2, -1)
     if bias is not None:
         scores = scores + bias
     if mask is not None:
         # The most negative finite number, not -inf: exp() of it is exactly 0,
-        # and a fully masked row stays finite (we zero it just below).
+        # and a fully masked row stays finite (attention_weights zeroes it).
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    return scores
+
+
+def attention_weights(scores: Tensor, mask: Optional[Tensor] = None, dropout_p: float = 0.0) -> Tensor:
+    """softmax over keys; a row whose keys are all masked gets weight 0 everywhere."""
+    one_query = scores.size(-2) == 1  # a decoding step: see softmax_short_rows
     weights = softmax_short_rows(scores) if one_query else scores.softmax(dim=-1)
     if mask is not None:
         weights = weights * mask.any(dim=-1, keepdim=True)
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p)
-    if one_query:
-        # The same sum Σ_j weight_j · v_j, as products and a sum over keys: on a CPU a matrix
-        # product with a single row per head runs ~3x slower than this (greedy decoding).
-        return (weights.transpose(-2, -1) * v).sum(dim=-2, keepdim=True), weights
-    return weights @ v, weights
+    return weights
+
+
+def attend(weights: Tensor, v: Tensor) -> Tensor:
+    """Σ_j weight_j · v_j: (..., q_pos, k_pos) × (..., k_pos, d_v) -> (..., q_pos, d_v)."""
+    if weights.size(-2) == 1:
+        # The same sum as products and a sum over keys: on a CPU a matrix product with a
+        # single row per head runs ~3x slower than this (greedy decoding).
+        return (weights.transpose(-2, -1) * v).sum(dim=-2, keepdim=True)
+    return weights @ v
 
 
 def softmax_short_rows(scores: Tensor) -> Tensor:
@@ -69,7 +84,12 @@ def causal_mask(n_pos: int, device=None) -> Tensor:
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention with separate W_Q, W_K, W_V, W_O (all d_model × d_model)."""
+    """Multi-head attention with separate W_Q, W_K, W_V, W_O (all d_model × d_model).
+
+    Hook points (see hooks.py), named after the module's stable `name` ("enc.self.0", ...):
+    hook_q, hook_k, hook_v (batch, heads, pos, d_head), hook_scores and hook_pattern
+    (batch, heads, q_pos, k_pos), hook_z (batch, heads, q_pos, d_head) and hook_result
+    (batch, q_pos, d_model)."""
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
         super().__init__()
@@ -81,10 +101,10 @@ class MultiHeadAttention(nn.Module):
         self.W_K = nn.Linear(d_model, d_model, bias=bias)
         self.W_V = nn.Linear(d_model, d_model, bias=bias)
         self.W_O = nn.Linear(d_model, d_model, bias=bias)
-        self.name = "attn"                    # stable cache key, set by the owning model
-        self.cache: Optional[dict] = None     # a dict while capture() is active
-        self.gate: Optional[Tensor] = None    # (heads,) or (batch, heads): 1 = keep the head, 0 = remove it
-        self.z_fill: Optional[Tensor] = None  # (heads, d_head) what a removed head outputs
+        self.name = "attn"  # stable name, set by the owning model
+        self.hook_q, self.hook_k, self.hook_v = HookPoint(), HookPoint(), HookPoint()
+        self.hook_scores, self.hook_pattern = HookPoint(), HookPoint()
+        self.hook_z, self.hook_result = HookPoint(), HookPoint()
 
     def split_heads(self, x: Tensor) -> Tensor:
         """(batch, pos, d_model) -> (batch, heads, pos, d_head)"""
@@ -98,7 +118,7 @@ class MultiHeadAttention(nn.Module):
 
     def project_kv(self, x_kv: Tensor) -> tuple[Tensor, Tensor]:
         """(batch, k_pos, d_model) -> keys, values, each (batch, heads, k_pos, d_head)"""
-        return self.split_heads(self.W_K(x_kv)), self.split_heads(self.W_V(x_kv))
+        return self.hook_k(self.split_heads(self.W_K(x_kv))), self.hook_v(self.split_heads(self.W_V(x_kv)))
 
     def forward(
         self,
@@ -110,7 +130,7 @@ class MultiHeadAttention(nn.Module):
         rotary: Optional[Callable[[Tensor], Tensor]] = None,  # rotates q and k (RoPE)
         kv: Optional[tuple[Tensor, Tensor]] = None,  # keys, values from project_kv(): reused while decoding
     ) -> Tensor:
-        q = self.split_heads(self.W_Q(x_q))
+        q = self.hook_q(self.split_heads(self.W_Q(x_q)))
         k, v = kv if kv is not None else self.project_kv(x_q if x_kv is None else x_kv)
         if rotary is not None:
             q, k = rotary(q), rotary(k)
@@ -124,39 +144,11 @@ class MultiHeadAttention(nn.Module):
             tri = causal_mask(k.size(2), x_q.device)[-x_q.size(1):]  # the last q_pos rows
             mask = tri if mask is None else mask & tri
 
-        z, pattern = scaled_dot_product_attention(
-            q, k, v, mask, self.dropout if self.training else 0.0, attn_bias
-        )  # z: (batch, heads, q_pos, d_head), pattern: (batch, heads, q_pos, k_pos)
+        scores = self.hook_scores(attention_scores(q, k, mask, attn_bias))
+        pattern = self.hook_pattern(attention_weights(scores, mask, self.dropout if self.training else 0.0))
+        return self.finish(attend(pattern, v))
 
-        if self.gate is not None:  # ablation: blend each head's z towards its fill value
-            gate = self.gate.view(-1, self.n_heads, 1, 1)  # per head, or per sample and head
-            fill = 0.0 if self.z_fill is None else self.z_fill.view(1, self.n_heads, 1, self.d_head)
-            z = gate * z + (1 - gate) * fill
-        if self.cache is not None:
-            self.cache[f"{self.name}.pattern"] = pattern.detach()
-            self.cache[f"{self.name}.z"] = z.detach()
-        return self.W_O(self.merge_heads(z))
-
-
-def attention_modules(model: nn.Module) -> dict[str, MultiHeadAttention]:
-    """Every MultiHeadAttention in `model`, keyed by its stable name."""
-    return {m.name: m for m in model.modules() if isinstance(m, MultiHeadAttention)}
-
-
-@contextmanager
-def capture(model: nn.Module) -> Iterator[dict[str, Tensor]]:
-    """Record every head's pattern and z during the forward passes inside the block.
-
-    >>> with capture(model) as cache:
-    ...     model(src, tgt)
-    >>> cache["dec.cross.1.pattern"].shape   # (batch, heads, q_pos, k_pos)
-    """
-    cache: dict[str, Tensor] = {}
-    modules = list(attention_modules(model).values())
-    for m in modules:
-        m.cache = cache
-    try:
-        yield cache
-    finally:
-        for m in modules:
-            m.cache = None
+    def finish(self, z: Tensor) -> Tensor:
+        """Heads' values z (batch, heads, q_pos, d_head) -> the module's output: through hook_z
+        (where ablation acts), W_O and hook_result. A replay from cached z starts here."""
+        return self.hook_result(self.W_O(self.merge_heads(self.hook_z(z))))

@@ -5,9 +5,8 @@ the loop catches KeyboardInterrupt, saves, and returns what it has.
 """
 from __future__ import annotations
 
-import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -16,14 +15,15 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .checkpoint import save_checkpoint, save_json
+from ..core.checkpoint import save_checkpoint, save_json
+from ..core.runtime import TrainResult, adamw, warmup_cosine
 from .data import PAD, ProblemSampler, encode_sources, encode_targets, load_test_set, make_test_set, problem_keys
 from .evaluate import evaluate, greedy_correct
 from .model import Seq2SeqConfig, Seq2SeqTransformer
 
 
 @dataclass
-class TrainConfig:
+class AdderTrainConfig:
     seed: int = 0
     batch_size: int = 256
     lr: float = 3e-3
@@ -35,31 +35,6 @@ class TrainConfig:
     p_short: float = 0.2          # share of operands drawn with fewer digits
 
 
-@dataclass
-class TrainResult:
-    model: Seq2SeqTransformer
-    history: list = field(default_factory=list)   # one dict per evaluation
-    steps: int = 0
-    seconds: float = 0.0
-    interrupted: bool = False
-
-
-def adamw(params, lr: float, weight_decay: float, device) -> torch.optim.AdamW:
-    """AdamW, fused where PyTorch has the kernel (CPU, CUDA): one kernel updates every parameter
-    instead of a dozen small ops each (~10 % of a step on CPU). Its last bits differ from the
-    per-parameter loop's, so the committed results depend on it."""
-    fused = torch.device(device).type in ("cpu", "cuda")
-    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=fused or None)
-
-
-def lr_factor(step: int, cfg: TrainConfig) -> float:
-    """Warm-up, then cosine from 1 to 0.1: a decaying rate settles the last digit errors."""
-    if step < cfg.warmup_steps:
-        return (step + 1) / cfg.warmup_steps
-    progress = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps))
-    return 0.1 + 0.45 * (1 + math.cos(math.pi * progress))
-
-
 def validation_set(n: int, n_digits: int, exclude: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Uniform problems (like the test set) that are not in `exclude`."""
     a, b = make_test_set(n + len(exclude), n_digits, seed=seed + 10_000)
@@ -69,7 +44,7 @@ def validation_set(n: int, n_digits: int, exclude: np.ndarray, seed: int) -> tup
 
 def train_adder(
     model_cfg: Seq2SeqConfig = Seq2SeqConfig(),
-    train_cfg: TrainConfig = TrainConfig(),
+    train_cfg: AdderTrainConfig = AdderTrainConfig(),
     out_path: Optional[Path] = None,
     device: str = "cpu",
     progress: bool = True,
@@ -85,7 +60,7 @@ def train_adder(
     sampler = ProblemSampler(n, np.concatenate([test_keys, problem_keys(val_a, val_b, n)]),
                              train_cfg.seed, train_cfg.p_short)
     opt = adamw(model.parameters(), train_cfg.lr, 0.0, device)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, train_cfg))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_cosine(s, train_cfg.warmup_steps, train_cfg.max_steps, floor=0.1))
 
     result = TrainResult(model)
     best_acc, best_state = -1.0, None

@@ -24,8 +24,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 
-from .data import PAD, tokens
-from .roles import KIND_NAMES, MEASURES, measure_masks
+from ..adder.data import PAD, tokens
+from ..interp.roles import KIND_NAMES, MEASURES, measure_masks
 
 QUERY_LABEL = "query (attending) ↓"
 KEY_LABEL = "key (attended to) →"
@@ -234,7 +234,7 @@ def attention_view(cache: dict, index: int, kind: str, layer: int, reverse_outpu
     else:
         raise ValueError(f"unknown attention kind {kind!r}; choose one of {list(KIND_NAMES)}")
     nq, nk = len(q_tok), len(k_tok)
-    pattern = cache[f"{kind}.{layer}.pattern"][index, :, :nq, :nk].float().cpu().numpy()
+    pattern = cache[f"{kind}.{layer}.hook_pattern"][index, :, :nq, :nk].float().cpu().numpy()
     masked = boxes = None
     if kind == "dec.self":
         masked = np.triu(np.ones((nq, nk), dtype=bool), k=1)  # the future: the causal mask

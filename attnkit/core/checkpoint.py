@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 FORMAT_VERSION = 1
+DATA_DIR = Path(__file__).resolve().parents[2] / "data"  # the committed checkpoints and results
 
 
 def atomic_write(path: Path, write) -> None:

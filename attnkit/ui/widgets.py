@@ -17,9 +17,14 @@ from typing import Optional
 import ipywidgets as W
 import numpy as np
 
-from .data import load_test_set, parse_problem
+from ..adder.data import carry_stats, load_test_set, parse_problem
+from ..core.hooks import heads_by_module
+from ..interp.ablation import MODES, Problems, check_baseline, model_of
+from ..interp.studies import CARRY_GROUPS, pruning_subset
+from ..interp.sweep import fast_matches
+from ..core.runtime import torch_threads
+from ..interp.roles import KIND_NAMES, KINDS, MEASURES, problems_of, roles_from_cache
 from .plotting import AttentionPlot, save_figure
-from .roles import KIND_NAMES, KINDS, MEASURES, problems_of, roles_from_cache, single_thread
 
 ALL_HEADS = -1  # the head selector's value for "all heads of the layer, as a grid"
 
@@ -49,12 +54,12 @@ class AttentionExplorer:
         self.adder, self.a, self.b = adder, np.asarray(a), np.asarray(b)
         self.reverse_output = adder.cfg.reverse_output
         # One pass over every problem; z is not needed here, so it is not kept (memory).
-        with single_thread():
-            answers, cache = adder.run_with_cache(problems_of(self.a, self.b))
+        with torch_threads(1):
+            answers, cache = adder.run_with_cache(problems_of(self.a, self.b), names=self._pattern_names(adder))
         self.answers = answers
-        self.cache = {k: v.cpu() for k, v in cache.items() if not k.endswith(".z")}
+        self.cache = {k: v.cpu() for k, v in cache.items()}
         self.roles = roles if roles is not None else roles_from_cache(self.cache, self.reverse_output)
-        self.n_layers = {kind: sum(k.startswith(kind + ".") and k.endswith(".pattern") for k in self.cache)
+        self.n_layers = {kind: sum(k.startswith(kind + ".") and k.endswith(".hook_pattern") for k in self.cache)
                          for kind in KINDS}
         self.plot = AttentionPlot()
         self.custom: Optional[tuple[str, str, dict]] = None  # (problem, answer, cache) while shown
@@ -64,6 +69,10 @@ class AttentionExplorer:
         self.redraw()
 
     # ---------------------------------------------------------------- widgets
+
+    @staticmethod
+    def _pattern_names(adder) -> list[str]:
+        return [f"{name}.hook_pattern" for name in adder.model.attention_modules()]
 
     def _build(self) -> None:
         n_heads = self.adder.cfg.n_heads
@@ -192,9 +201,9 @@ class AttentionExplorer:
             except ValueError as e:
                 self.answer.value = f'<span style="color:#cf222e">⚠ {html.escape(str(e))}</span>'
                 return
-            with single_thread():
-                answers, cache = self.adder.run_with_cache([text])
-            cache = {k: v.cpu() for k, v in cache.items() if not k.endswith(".z")}
+            with torch_threads(1):
+                answers, cache = self.adder.run_with_cache([text], names=self._pattern_names(self.adder))
+            cache = {k: v.cpu() for k, v in cache.items()}
             self.custom = (text.strip(), answers[0], cache)
         self.redraw()
 
@@ -266,14 +275,11 @@ class AblationExplorer:
 
     def __init__(self, adder, n_problems: int = 2000, problem: str = "555+445", mode: str = "zero",
                  force: bool = False):
-        from . import ablation
-        from .data import carry_stats
-        self._ab = ablation
-        self.adder, self.model = adder, ablation._model(adder)
+        self.adder, self.model = adder, model_of(adder)
         a, b = load_test_set()
-        idx = ablation.pruning_subset(n_problems, total=len(a))
+        idx = pruning_subset(n_problems, total=len(a))
         self.a, self.b = a[idx], b[idx]
-        self.problems = ablation.Problems.from_operands(self.model, self.a, self.b)
+        self.problems = Problems.from_operands(self.model, self.a, self.b)
         n_carries, chain = carry_stats(self.a, self.b, self.model.cfg.n_digits)
         self.groups = {"all": np.ones(len(idx), bool), "no_carry": n_carries == 0,
                        "carry": n_carries >= 1, "chain_2plus": chain >= 2}
@@ -281,8 +287,8 @@ class AblationExplorer:
         self._quiet = False
         self._build(mode, problem)
         try:
-            ablation.check_baseline(adder, force)
-            self.intact = ablation.fast_matches(self.model, self.problems, [[]])[0]
+            check_baseline(adder, force)
+            self.intact = fast_matches(self.model, self.problems, [[]])[0]
             self.update()
         except Exception as e:  # a broken model (or anything else): said inside the widget
             self.intact = None
@@ -312,7 +318,7 @@ class AblationExplorer:
                     buttons.append(t)
                 blocks.append(W.HBox(buttons, layout=W.Layout(margin="0 14px 0 0")))
             rows.append(W.HBox(blocks))
-        self.mode = W.ToggleButtons(options=list(self._ab.MODES), value=mode, description="ablation",
+        self.mode = W.ToggleButtons(options=list(MODES), value=mode, description="ablation",
                                     tooltips=["a removed head outputs z = 0",
                                               "a removed head outputs its mean z over the held-out set"])
         self.problem = W.Text(value=problem, description="problem", continuous_update=False,
@@ -341,7 +347,7 @@ class AblationExplorer:
     def set_removed(self, heads, mode: Optional[str] = None) -> "AblationExplorer":
         """Remove exactly `heads` (ids as in adder.heads), optionally switch the mode; one update."""
         heads = [heads] if isinstance(heads, str) else list(heads)
-        self._ab.parse_heads(self.model, heads)  # ValueError listing the valid ids
+        heads_by_module(self.model.heads, heads)  # ValueError listing the valid ids
         self._quiet = True
         try:
             for h, t in self.toggles.items():
@@ -375,10 +381,10 @@ class AblationExplorer:
             raise RuntimeError("this explorer has no usable model (see the message above)")
         start = time.perf_counter()
         removed, mode = self.removed, self.mode.value
-        right = self._ab.fast_matches(self.model, self.problems, [removed], mode)[0] if removed else self.intact
+        right = fast_matches(self.model, self.problems, [removed], mode)[0] if removed else self.intact
         text = self.problem.value.strip()
         a, b = parse_problem(text, self.model.cfg.n_digits)  # ValueError: shown in the widget
-        with self._ab.ablate(self.model, removed, mode):
+        with self.adder.ablate(removed, mode):
             answer = self.adder.solve([text])[0]
         seconds = time.perf_counter() - start
         self.result = {"removed": removed, "mode": mode, "exact_match": float(right.mean()),
@@ -389,7 +395,7 @@ class AblationExplorer:
 
     def _html(self) -> str:
         r = self.result
-        names = {"all": "all problems", **self._ab.CARRY_GROUPS}
+        names = {"all": "all problems", **CARRY_GROUPS}
         rows = "".join(
             f"<tr><td>{names[g]}</td><td>{n}</td><td>{100 * before:.2f} %</td><td><b>{100 * after:.2f} %</b></td>"
             f"<td>{100 * (after - before):+.2f}</td></tr>" for g, (before, after, n) in r["groups"].items())

@@ -11,11 +11,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from .attention import capture
-from .evaluate import model_device
+from ..core.positional import ENCODINGS, sinusoidal_table
+from ..core.runtime import model_device
 from .plotting import heatmap_grid, png_bytes
-from .positional import ENCODINGS, sinusoidal_table
-from .sortedness import NEGATIVES, TRAIN_LENGTHS, SortednessClassifier, labelled_set, validate
+from ..sortedness import NEGATIVES, TRAIN_LENGTHS, SortednessClassifier, labelled_set, validate
 
 COLORS = dict(zip(ENCODINGS, plt.get_cmap("tab10").colors))
 TRAIN_MAX = max(TRAIN_LENGTHS)
@@ -135,15 +134,11 @@ def plot_token_scores(models: dict[str, SortednessClassifier], length: int = 64,
 def run_batch(model: SortednessClassifier, rows) -> tuple[np.ndarray, np.ndarray, dict]:
     """One forward pass over equal-length rows (batch, L): P(sorted) (batch,), each token's
     "a violation is here" score (batch, L) before pooling, and every head's attention pattern
-    (the capture() cache)."""
-    scores = {}
-    hook = model.head.register_forward_hook(lambda m, i, o: scores.setdefault("s", o.squeeze(-1)))
-    try:
-        with torch.no_grad(), capture(model) as cache:
-            logits = model(torch.as_tensor(np.asarray(rows), device=model_device(model)))
-    finally:
-        hook.remove()
-    return torch.sigmoid(logits).cpu().numpy(), scores["s"].cpu().numpy(), cache
+    (a run_with_cache cache)."""
+    names = [f"{name}.hook_pattern" for name in model.attention_modules()] + ["hook_token_score"]
+    with torch.no_grad():
+        logits, cache = model.run_with_cache(torch.as_tensor(np.asarray(rows), device=model_device(model)), names=names)
+    return torch.sigmoid(logits).cpu().numpy(), cache["hook_token_score"].cpu().numpy(), cache
 
 
 def run_one(model: SortednessClassifier, seq: Sequence[int]) -> tuple[float, np.ndarray, dict]:
@@ -165,12 +160,12 @@ def plot_attention(model: SortednessClassifier, seq: Sequence[int], title: str =
     first 32. `cache`: run_one()'s, if at hand."""
     cache = cache if cache is not None else run_one(model, seq)[2]
     lo, hi = window or (0, min(len(seq), 32))
-    names = sorted(k for k in cache if k.endswith(".pattern"))
+    names = sorted(k for k in cache if k.endswith(".hook_pattern"))
     patterns = np.stack([cache[name][0, :, lo:hi, lo:hi].cpu().numpy() for name in names])  # (layers, heads, q, k)
     labels = [str(v) for v in seq[lo:hi]]
     fig = heatmap_grid(patterns, labels, labels,
                        title or f"attention patterns ({model.cfg.encoding}), positions {lo}–{hi - 1}",
-                       row_titles=[name.removesuffix(".pattern") for name in names],
+                       row_titles=[name.removesuffix(".hook_pattern") for name in names],
                        col_titles=[f"head {h}" for h in range(patterns.shape[1])],
                        note="red: a value in an out-of-order neighbouring pair")
     in_descent = {j for i in range(len(seq) - 1) if seq[i] > seq[i + 1] for j in (i, i + 1)}

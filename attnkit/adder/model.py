@@ -1,9 +1,5 @@
-"""A small encoder–decoder transformer built on attnkit's own attention.
-
-Pre-LayerNorm blocks (LayerNorm before each sub-layer, as in GPT-2): they train
-reliably at a high learning rate without warm-up tricks, which is what lets the
-adder train in under a minute on a laptop CPU.
-"""
+"""A small encoder–decoder transformer built on attnkit's own attention (pre-LayerNorm
+blocks, core/blocks.py), with named hook points everywhere (core/hooks.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,7 +8,9 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from .attention import MultiHeadAttention, attention_modules
+from ..core.attention import MultiHeadAttention
+from ..core.blocks import EncoderLayer, FeedForward
+from ..core.hooks import HookedModel, HookPoint, model_lock
 from .data import BOS, PAD, VOCAB_SIZE, src_len, tgt_len
 
 
@@ -41,25 +39,11 @@ class Seq2SeqConfig:
         return tgt_len(self.n_digits)
 
 
-class FeedForward(nn.Sequential):
-    def __init__(self, d_model: int, d_ff: int, dropout: float):
-        super().__init__(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model), nn.Dropout(dropout))
-
-
-class EncoderLayer(nn.Module):
-    def __init__(self, cfg: Seq2SeqConfig, index: int):
-        super().__init__()
-        self.ln_attn, self.ln_ff = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
-        self.self_attn.name = f"enc.self.{index}"
-        self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
-
-    def forward(self, x: Tensor, src_pad: Tensor) -> Tensor:
-        x = x + self.self_attn(self.ln_attn(x), key_padding_mask=src_pad)
-        return x + self.ff(self.ln_ff(x))
-
-
 class DecoderLayer(nn.Module):
+    """y -> + causal self-attention -> + cross-attention over the memory -> + feed-forward,
+    with hook points "dec.L.hook_resid_pre", "hook_resid_mid" (after self-attention),
+    "hook_resid_cross" (after cross-attention), "hook_mlp_out", "hook_resid_post"."""
+
     def __init__(self, cfg: Seq2SeqConfig, index: int):
         super().__init__()
         self.ln_self, self.ln_cross, self.ln_ff = (nn.LayerNorm(cfg.d_model) for _ in range(3))
@@ -68,31 +52,40 @@ class DecoderLayer(nn.Module):
         self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
         self.cross_attn.name = f"dec.cross.{index}"
         self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
+        self.name = f"dec.{index}"
+        self.hook_resid_pre, self.hook_resid_mid, self.hook_resid_cross = HookPoint(), HookPoint(), HookPoint()
+        self.hook_mlp_out, self.hook_resid_post = HookPoint(), HookPoint()
 
     def forward(self, y: Tensor, memory: Tensor, src_pad: Tensor, state: Optional[dict] = None) -> Tensor:
         """`state`, when given, holds this layer's keys and values from earlier decoding
         steps, so that `y` need only be the newest position (incremental decoding)."""
+        y = self.hook_resid_pre(y)
         h = self.ln_self(y)
         if state is None:
             # Causal: output digit t may only look at <s> and the digits before it, as at inference.
-            y = y + self.self_attn(h, causal=True)
-            return self._cross_and_ff(y, memory, src_pad, None)
+            return self.after_self(y, self.self_attn(h, causal=True), memory, src_pad)
         k, v = self.self_attn.project_kv(h)
         if "self" in state:
             k, v = torch.cat([state["self"][0], k], dim=2), torch.cat([state["self"][1], v], dim=2)
         state["self"] = (k, v)
-        y = y + self.self_attn(h, kv=(k, v), causal=True)
+        attn_out = self.self_attn(h, kv=(k, v), causal=True)
         if "cross" not in state:  # the memory never changes: project it once
             # contiguous once, rather than copied by every step's matrix product
             state["cross"] = tuple(t.contiguous() for t in self.cross_attn.project_kv(memory))
-        return self._cross_and_ff(y, memory, src_pad, state["cross"])
+        return self.after_self(y, attn_out, memory, src_pad, state["cross"])
 
-    def _cross_and_ff(self, y: Tensor, memory: Tensor, src_pad: Tensor, kv) -> Tensor:
-        y = y + self.cross_attn(self.ln_cross(y), memory, key_padding_mask=src_pad, kv=kv)
-        return y + self.ff(self.ln_ff(y))
+    def after_self(self, y: Tensor, attn_out: Tensor, memory: Tensor, src_pad: Tensor, cross_kv=None) -> Tensor:
+        """The rest of the layer once its self-attention output is known (a replay restarts here)."""
+        y = self.hook_resid_mid(y + attn_out)
+        return self.after_cross(y, self.cross_attn(self.ln_cross(y), memory, key_padding_mask=src_pad, kv=cross_kv))
+
+    def after_cross(self, y: Tensor, attn_out: Tensor) -> Tensor:
+        """The rest of the layer once its cross-attention output is known (a replay restarts here)."""
+        y = self.hook_resid_cross(y + attn_out)
+        return self.hook_resid_post(y + self.hook_mlp_out(self.ff(self.ln_ff(y))))
 
 
-class Seq2SeqTransformer(nn.Module):
+class Seq2SeqTransformer(HookedModel, nn.Module):
     """Encoder reads "a+b"; decoder writes <s> digits </s>, one token at a time."""
 
     def __init__(self, cfg: Seq2SeqConfig):
@@ -103,24 +96,26 @@ class Seq2SeqTransformer(nn.Module):
         # and 6 tokens long, and a learned table is the quickest to train here.
         self.src_pos = nn.Embedding(cfg.max_src_len, cfg.d_model)
         self.tgt_pos = nn.Embedding(cfg.max_tgt_len, cfg.d_model)
-        self.encoder = nn.ModuleList(EncoderLayer(cfg, i) for i in range(cfg.n_enc_layers))
+        self.encoder = nn.ModuleList(EncoderLayer(cfg.d_model, cfg.n_heads, cfg.d_ff, i, cfg.dropout)
+                                     for i in range(cfg.n_enc_layers))
         self.decoder = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.n_dec_layers))
         self.ln_enc, self.ln_dec = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
         self.unembed = nn.Linear(cfg.d_model, cfg.vocab_size)
-
-    @property
-    def heads(self) -> list[str]:
-        """Every head's id, "kind.layer.head", e.g. "dec.cross.1.2" (0-based)."""
-        return [f"{name}.{h}" for name, m in attention_modules(self).items() for h in range(m.n_heads)]
+        self.hook_src_embed, self.hook_memory = HookPoint(), HookPoint()
+        self.hook_tgt_embed, self.hook_logits = HookPoint(), HookPoint()
+        self.name_hooks()
 
     def encode(self, src: Tensor) -> Tensor:
         """(batch, src_pos) ids -> memory (batch, src_pos, d_model)"""
         pos = torch.arange(src.size(1), device=src.device)
-        x = self.tok_embed(src) + self.src_pos(pos)
-        src_pad = src == PAD
-        for layer in self.encoder:
+        x = self.hook_src_embed(self.tok_embed(src) + self.src_pos(pos))
+        return self.encode_from(x, 0, src == PAD)
+
+    def encode_from(self, x: Tensor, first: int, src_pad: Tensor) -> Tensor:
+        """The encoder from layer `first` on, given its residual stream x (its hook_resid_pre)."""
+        for layer in self.encoder[first:]:
             x = layer(x, src_pad)
-        return self.ln_enc(x)
+        return self.hook_memory(self.ln_enc(x))
 
     def decode(self, tgt: Tensor, memory: Tensor, src_pad: Tensor,
                states: Optional[list] = None, start: int = 0) -> Tensor:
@@ -129,10 +124,15 @@ class Seq2SeqTransformer(nn.Module):
         With `states` (one dict per layer), `tgt` holds only positions start, start+1, ...
         """
         pos = torch.arange(start, start + tgt.size(1), device=tgt.device)
-        y = self.tok_embed(tgt) + self.tgt_pos(pos)
-        for i, layer in enumerate(self.decoder):
+        y = self.hook_tgt_embed(self.tok_embed(tgt) + self.tgt_pos(pos))
+        return self.decode_from(y, 0, memory, src_pad, states)
+
+    def decode_from(self, y: Tensor, first: int, memory: Tensor, src_pad: Tensor,
+                    states: Optional[list] = None) -> Tensor:
+        """The decoder from layer `first` on, given its residual stream y (its hook_resid_pre)."""
+        for i, layer in enumerate(self.decoder[first:], start=first):
             y = layer(y, memory, src_pad, None if states is None else states[i])
-        return self.unembed(self.ln_dec(y))
+        return self.hook_logits(self.unembed(self.ln_dec(y)))
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         return self.decode(tgt, self.encode(src), src == PAD)
@@ -144,6 +144,10 @@ class Seq2SeqTransformer(nn.Module):
         The encoder runs once; each step feeds only the newest token through the decoder,
         reusing every layer's keys and values (chunks of 2048 stay in the CPU's cache).
         """
+        with model_lock(self):  # no other thread's hooks come and go mid-answer
+            return self._greedy(src, chunk)
+
+    def _greedy(self, src: Tensor, chunk: int) -> Tensor:
         outs = []
         for s in src.split(chunk):
             memory, src_pad = self.encode(s), s == PAD

@@ -42,33 +42,19 @@ heatmap to look at to see the head's usual behaviour, not an outlier.
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
-from typing import Iterator, Optional
+from typing import Optional
 
 import numpy as np
 import pandas as pd
 import torch
 from torch import Tensor
 
-from .data import PAD, PLUS, load_test_set
+from ..adder.data import PAD, PLUS, load_test_set
+from ..core.runtime import analysis_threads
 
 KINDS = ("enc.self", "dec.self", "dec.cross")
 MEASURES = ("plus", "aligned", "carry", "prev", "diag", "entropy")
 KIND_NAMES = {"enc.self": "encoder self", "dec.self": "decoder self (causal)", "dec.cross": "decoder cross"}
-
-
-@contextmanager
-def single_thread() -> Iterator[None]:
-    """One torch thread inside the block. The adder is tiny (d_model 64) and the measuring is
-    elementwise: more threads gain little even on an idle machine, while on a busy one (a shared
-    CPU, pytest -n 2) every op waits for its threads to be scheduled: 5-10x slower, measured on
-    2 shared cores."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def problems_of(a: np.ndarray, b: np.ndarray) -> list[str]:
@@ -172,7 +158,7 @@ def _diagonal(ids: Tensor, offset: int) -> Tensor:
 
 def _layers(cache: dict) -> list[tuple[str, int]]:
     """[(kind, layer), ...] for every attention module in the cache, in the table's order."""
-    found = [key.removesuffix(".pattern") for key in cache if key.endswith(".pattern")]
+    found = [key.removesuffix(".hook_pattern") for key in cache if key.endswith(".hook_pattern")]
     pairs = [(name.rsplit(".", 1)[0], int(name.rsplit(".", 1)[1])) for name in found]
     return sorted(pairs, key=lambda kl: (KINDS.index(kl[0]), kl[1]))
 
@@ -186,7 +172,7 @@ def per_sample_roles(cache: dict, reverse_output: bool = False, uniform: bool = 
     With `uniform`, every head is replaced by uniform attention over the keys it may see:
     the chance level of each measure.
     """
-    with single_thread():
+    with analysis_threads():
         return _per_sample_roles(cache, reverse_output, uniform)
 
 
@@ -196,7 +182,7 @@ def _per_sample_roles(cache: dict, reverse_output: bool, uniform: bool):
     heads, sums, counts = [], {m: [] for m in MEASURES}, {m: [] for m in MEASURES}
     masks = {kind: measure_masks(kind, src, tgt, reverse_output) for kind in KINDS}
     for kind, layer in _layers(cache):
-        pattern = cache[f"{kind}.{layer}.pattern"].float().cpu()  # (batch, heads, q_pos, k_pos)
+        pattern = cache[f"{kind}.{layer}.hook_pattern"].float().cpu()  # (batch, heads, q_pos, k_pos)
         if uniform:
             pattern = _uniform_like(kind, src, tgt, pattern)
         n_heads = pattern.size(1)
@@ -233,8 +219,8 @@ def row_shares(cache: dict, head: str, measure: str, reverse_output: bool = Fals
     if measure not in masks:
         raise ValueError(f"{measure!r} is not defined for {kind} (NaN in the table)")
     rows, keys = masks[measure]
-    pattern = cache[f"{kind}.{layer}.pattern"][:, int(h)].float().cpu()  # (batch, q_pos, k_pos)
-    with single_thread():
+    pattern = cache[f"{kind}.{layer}.hook_pattern"][:, int(h)].float().cpu()  # (batch, q_pos, k_pos)
+    with analysis_threads():
         if keys is None:
             per_row = -torch.special.xlogy(pattern, pattern).sum(-1) / math.log(2)
         else:
@@ -260,7 +246,7 @@ def _uniform_like(kind: str, src: Tensor, tgt: Tensor, pattern: Tensor) -> Tenso
 
 def roles_from_cache(cache: dict, reverse_output: bool = False) -> pd.DataFrame:
     """The head-roles table from a run_with_cache cache (or a hand-built one with the same keys:
-    "src", "tgt" and "<kind>.<layer>.pattern" shaped (batch, heads, q_pos, k_pos))."""
+    "src", "tgt" and "<kind>.<layer>.hook_pattern" shaped (batch, heads, q_pos, k_pos))."""
     heads, sums, counts = per_sample_roles(cache, reverse_output)
     with np.errstate(invalid="ignore", divide="ignore"):
         table = {m: sums[m].sum(0) / counts[m].sum(0) for m in MEASURES}  # NaN where nothing counts
@@ -304,6 +290,7 @@ def head_roles(adder, a: Optional[np.ndarray] = None, b: Optional[np.ndarray] = 
     if cache is None:
         if a is None:
             a, b = load_test_set()
-        with single_thread():
-            _, cache = adder.run_with_cache(problems_of(a, b))
+        with analysis_threads():
+            names = [f"{name}.hook_pattern" for name in adder.model.attention_modules()]
+            _, cache = adder.run_with_cache(problems_of(a, b), names=names)
     return roles_from_cache(cache, adder.cfg.reverse_output)

@@ -18,7 +18,7 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor, nn
 
-from .attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
+from ..core.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
 
 
 class Hint(Exception):

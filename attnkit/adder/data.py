@@ -13,6 +13,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..core.checkpoint import DATA_DIR
+
 PLUS, BOS, EOS, PAD = 10, 11, 12, 13
 VOCAB = list("0123456789+") + ["<s>", "</s>", "<pad>"]  # id -> printable token
 VOCAB_SIZE = len(VOCAB)
@@ -21,7 +23,6 @@ _LOOKUP = np.full(256, PAD, dtype=np.int64)
 for _i, _c in enumerate("0123456789+"):
     _LOOKUP[ord(_c)] = _i
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 TEST_SET_PATH = DATA_DIR / "adder_test.txt"
 EDGE_CASES = ["0+0", "999+999", "500+500", "1+999", "555+445", "999+1", "5+5", "0+999", "99+1", "450+550"]
 

@@ -9,17 +9,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .data import EOS, PAD, carry_stats, decode_digits, encode_sources, encode_targets
+import weakref
+
+from ..core.runtime import analysis_threads, model_device
+from .data import EOS, PAD, carry_stats, decode_digits, encode_sources, encode_targets, load_test_set
 from .model import Seq2SeqTransformer
 
-
-def default_device() -> str:
-    """Where new models go: the GPU when PyTorch finds one, else the CPU."""
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def model_device(model: torch.nn.Module) -> torch.device:
-    return next(model.parameters()).device
+_PER_MODEL: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # model -> results that depend on its weights
 
 
 @torch.no_grad()
@@ -71,3 +67,43 @@ def evaluate(model: Seq2SeqTransformer, a: np.ndarray, b: np.ndarray) -> dict:
         "by_carries": split(n_carries),
         "by_longest_chain": split(chain),
     }
+
+
+def per_model(model: Seq2SeqTransformer) -> dict:
+    """A dict for results that depend on this model's weights (mean z, the baseline); emptied
+    when the weights change (a training step or load_state_dict makes a new fingerprint)."""
+    fingerprint = tuple((p.data_ptr(), p._version) for p in model.parameters())
+    entry = _PER_MODEL.get(model)
+    if entry is None or entry["fingerprint"] != fingerprint:
+        entry = _PER_MODEL[model] = {"fingerprint": fingerprint}
+    return entry
+
+
+@analysis_threads()
+@torch.no_grad()
+def mean_z(model: Seq2SeqTransformer, a: np.ndarray | None = None, b: np.ndarray | None = None) -> dict:
+    """Per attention module, (heads, d_head): each head's mean z over every real query position
+    of problems (a, b), by default the held-out set, computed once per model: encoder, every
+    non-padding source token; decoder, <s> and each answer digit, read with the true answer fed
+    in. What "mean" ablation puts in place of a removed head."""
+    entry = per_model(model) if a is None else {}
+    if "mean_z" in entry:
+        return entry["mean_z"]
+    if a is None:
+        a, b = load_test_set()
+    cfg, device = model.cfg, model_device(model)
+    src = encode_sources(a, b, cfg.n_digits, cfg.zero_pad).to(device)
+    tgt = encode_targets(np.asarray(a) + np.asarray(b), cfg.n_digits, cfg.reverse_output).to(device)
+    names = list(model.attention_modules())
+    sums, counts = {}, {}
+    with model.without_hooks():  # the intact model's z, whatever ablation is active around this call
+        for s, t in zip(src.split(4096), tgt.split(4096)):
+            _, cache = model.run_with_cache(s, t[:, :-1], names=[f"{n}.hook_z" for n in names])
+            gold = t[:, 1:]
+            for name in names:
+                real = (s != PAD) if name.startswith("enc.") else (gold != PAD)  # (batch, q_pos)
+                z = cache[f"{name}.hook_z"].double() * real[:, None, :, None]
+                sums[name] = sums.get(name, 0) + z.sum(dim=(0, 2))
+                counts[name] = counts.get(name, 0) + int(real.sum())
+    entry["mean_z"] = {name: (sums[name] / counts[name]).float() for name in names}
+    return entry["mean_z"]

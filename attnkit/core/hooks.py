@@ -1,0 +1,273 @@
+"""Named hook points, an activation cache and head ablation: one way into every model's insides.
+
+Modelled on TransformerLens. Every activation a learner analyses passes through a `HookPoint`,
+an identity with a stable name; a hook is a function `fn(activation, hook)` that may return a
+replacement. `HookedModel` (a mixin for the kit's models) lists the names and runs with hooks:
+
+    model.hook_names()                           # ["hook_src_embed", "enc.0.hook_resid_pre", ...]
+    logits, cache = model.run_with_cache(src, tgt, names=["dec.cross.1.hook_pattern"])
+    cache["dec.cross.1.hook_pattern"]            # (batch, heads, q_pos, k_pos)
+    model.run_with_hooks(src, tgt, hooks=[("enc.self.0.hook_z", fn)])
+
+Names: "<side>.<kind>.<layer>.hook_<x>" inside an attention module (side enc/dec, kind self/cross;
+x = q, k, v (before any rotation), scores (after bias and mask, before the softmax), pattern,
+z (per head, before W_O), result (the module's output)); "<side>.<layer>.hook_<x>" on a layer's
+residual stream (resid_pre, resid_mid after self-attention, resid_cross after cross-attention,
+mlp_out, resid_post); and model-level names without a prefix (the adder's "hook_src_embed",
+"hook_memory", "hook_tgt_embed", "hook_logits"; the classifier's "hook_embed", "hook_token_score").
+A head is "<side>.<kind>.<layer>.<head>", e.g. "dec.cross.1.2".
+
+Threads: while hooks are attached to a model (run_with_hooks, ablate_heads), every other
+thread's forward pass through that model waits (one re-entrant lock per model), so an ablation
+in one thread never changes what another thread's evaluation sees.
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+from contextlib import contextmanager
+from typing import Callable, Iterable, Iterator, Mapping, Optional, Sequence
+
+import torch
+from torch import Tensor, nn
+
+HookFn = Callable[[Tensor, "HookPoint"], Optional[Tensor]]
+
+
+class HookPoint(nn.Module):
+    """An identity on one activation, with a stable `name`; its hooks see it and may replace it."""
+
+    def __init__(self):
+        super().__init__()
+        self.name = ""
+        self.fns: list[HookFn] = []
+
+    def add(self, fn: HookFn) -> Callable[[], None]:
+        """Attach `fn`; returns the function that detaches exactly this attachment."""
+        entry = (fn,)  # a fresh tuple: the same fn attached twice is removed one at a time
+        self.fns.append(entry)
+
+        def remove() -> None:
+            if entry in self.fns:  # `is`-equal tuples: only this attachment
+                self.fns.remove(entry)
+        return remove
+
+    @contextmanager
+    def hooked(self, fn: HookFn) -> Iterator["HookPoint"]:
+        """`fn` attached inside the block only (for a bare module; models have run_with_hooks)."""
+        remove = self.add(fn)
+        try:
+            yield self
+        finally:
+            remove()
+
+    def forward(self, x: Tensor) -> Tensor:
+        for (fn,) in tuple(self.fns):
+            out = fn(x, self)
+            if out is not None:
+                x = out
+        return x
+
+
+_LOCKS: "weakref.WeakKeyDictionary[nn.Module, threading.RLock]" = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def model_lock(model: nn.Module) -> threading.RLock:
+    """The model's re-entrant lock (kept outside the module so that copies and pickles work)."""
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(model, threading.RLock())
+
+
+class HookedModel:
+    """Mixin for an nn.Module whose submodules hold HookPoints; call `name_hooks()` at the end
+    of __init__. A HookPoint is named after its owner's `name` attribute ("enc.0", "dec.self.1")
+    and its own attribute name; HookPoints of the model itself get no prefix."""
+
+    def name_hooks(self) -> None:
+        for owner in self.modules():
+            prefix = getattr(owner, "name", "") if owner is not self else ""
+            for attr, child in owner.named_children():
+                if isinstance(child, HookPoint):
+                    child.name = f"{prefix}.{attr}" if prefix else attr
+
+    def hook_points(self) -> dict[str, HookPoint]:
+        return {m.name: m for m in self.modules() if isinstance(m, HookPoint)}
+
+    def hook_names(self) -> list[str]:
+        """Every hook point's name, in the order the model creates them."""
+        return list(self.hook_points())
+
+    def attention_modules(self) -> dict[str, nn.Module]:
+        """Every attention module ("enc.self.0", "dec.cross.1", ...) in the order the model holds them."""
+        return {m.name: m for m in self.modules() if hasattr(m, "hook_z") and hasattr(m, "n_heads")}
+
+    @property
+    def heads(self) -> list[str]:
+        """Every head's id, "<side>.<kind>.<layer>.<head>", e.g. "dec.cross.1.2" (0-based)."""
+        return [f"{name}.{h}" for name, m in self.attention_modules().items() for h in range(m.n_heads)]
+
+    def __call__(self, *args, **kwargs):
+        with model_lock(self):  # waits while another thread has hooks attached
+            return super().__call__(*args, **kwargs)
+
+    @contextmanager
+    def hooks(self, hooks: Iterable[tuple[str, HookFn]]) -> Iterator["HookedModel"]:
+        """Attach (name, fn) pairs inside the block; always detached on exit, also on an exception.
+        Blocks nest and may even exit in crossed order: each detaches only its own hooks."""
+        points = self.hook_points()
+        hooks = list(hooks)
+        unknown = [name for name, _ in hooks if name not in points]
+        if unknown:
+            raise ValueError(f"unknown hook name(s) {unknown}; model.hook_names() lists the {len(points)} valid ones")
+        lock = model_lock(self)
+        lock.acquire()
+        removers = []
+        try:
+            for name, fn in hooks:
+                removers.append(points[name].add(fn))
+            yield self
+        finally:
+            for remove in reversed(removers):
+                remove()
+            lock.release()
+
+    @contextmanager
+    def without_hooks(self) -> Iterator["HookedModel"]:
+        """The intact model inside the block: every attached hook set aside, then put back."""
+        with model_lock(self):
+            points = list(self.hook_points().values())
+            saved = [p.fns for p in points]
+            for p in points:
+                p.fns = []
+            try:
+                yield self
+            finally:
+                for p, fns in zip(points, saved):
+                    p.fns = fns
+
+    def run_with_hooks(self, *inputs, hooks: Iterable[tuple[str, HookFn]] = (), **kwargs):
+        with self.hooks(hooks):
+            return self(*inputs, **kwargs)
+
+    def run_with_cache(self, *inputs, names: Optional[Sequence[str]] = None, detach: bool = True, **kwargs):
+        """(output, ActivationCache) of one forward pass; `names` limits what is kept (default: all)."""
+        names = self.hook_names() if names is None else ([names] if isinstance(names, str) else list(names))
+        store: dict[str, Tensor] = {}
+
+        def keep(x: Tensor, hook: HookPoint) -> None:
+            if hook.name in store:
+                raise RuntimeError(f"hook {hook.name} fired twice: run_with_cache caches one forward pass")
+            store[hook.name] = x.detach() if detach else x
+
+        with self.hooks([(name, keep) for name in names]):
+            out = self(*inputs, **kwargs)
+        return out, ActivationCache(store)
+
+
+class ActivationCache(Mapping):
+    """Activations by hook name (a read-only mapping), plus the run's inputs and token labels.
+
+    cache["enc.self.0.hook_pattern"]      # a tensor
+    cache.to("cpu")                       # a copy on another device
+    cache.head("dec.cross.1.hook_pattern", head=2, sample=0)   # a labelled table (pandas)
+    """
+
+    def __init__(self, store: Mapping[str, Tensor], labels: Optional[dict[str, list[list[str]]]] = None):
+        self.store = dict(store)
+        self.labels = labels or {}  # "enc"/"dec" -> per sample, the token label of each position
+
+    def __getitem__(self, name: str) -> Tensor:
+        if name not in self.store:
+            prefix, last = name.rsplit(".", 1) if "." in name else ("", name)
+            near = [k for k in self.store if k.startswith(prefix + ".") and last in k] or \
+                   [k for k in self.store if k.endswith(last)]
+            near = near[:6]
+            raise KeyError(f"{name!r} is not in this cache{'; did you mean ' + ', '.join(near) if near else ''}")
+        return self.store[name]
+
+    def __iter__(self):
+        return iter(self.store)
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    def __repr__(self) -> str:
+        return f"ActivationCache({len(self)} activations: {', '.join(list(self)[:4])}{', ...' if len(self) > 4 else ''})"
+
+    def to(self, device) -> "ActivationCache":
+        return ActivationCache({k: v.to(device) for k, v in self.store.items()}, self.labels)
+
+    def tokens(self, side: str, sample: int, n: Optional[int] = None) -> list[str]:
+        """Labels of one sample's positions on `side` ("enc" or "dec"), padded with their index."""
+        found = list(self.labels.get(side, [[]] * (sample + 1))[sample]) if side in self.labels else []
+        n = len(found) if n is None else n
+        return (found + [str(i) for i in range(len(found), n)])[:n]
+
+    def head(self, name: str, head: int, sample: int = 0):
+        """One head of one sample as a pandas DataFrame with token labels: (q_pos × k_pos) for
+        hook_scores / hook_pattern, (pos × d_head) for hook_q / hook_k / hook_v / hook_z."""
+        import pandas as pd
+        t = self[name]
+        if t.dim() != 4:
+            raise ValueError(f"{name} has shape {tuple(t.shape)}, not (batch, heads, pos, ·): it has no heads")
+        block = t[sample, head].float().cpu().numpy()
+        side = name.split(".")[0]
+        key_side = "enc" if ".cross." in name else side
+        rows = self.tokens(key_side if name.endswith(("hook_k", "hook_v")) else side, sample, block.shape[0])
+        if name.endswith(("hook_scores", "hook_pattern")):
+            cols = self.tokens(key_side, sample, block.shape[1])
+        else:
+            cols = [f"d{i}" for i in range(block.shape[1])]
+        return pd.DataFrame(block, index=pd.Index(rows, name="query" if len(cols) and cols[0] != "d0" else "position"),
+                            columns=pd.Index(cols, name="key" if cols and cols[0] != "d0" else "dim"))
+
+
+# ------------------------------------------------------------------------------ head ablation
+def gate_z(z: Tensor, gate: Tensor, fill: Optional[Tensor] = None) -> Tensor:
+    """Blend each head's z towards `fill`: gate 1 keeps the head, 0 replaces it (by 0 when fill
+    is None). z (batch, heads, pos, d_head); gate (heads,) or (batch, heads), float (a gradient
+    can flow through it); fill (heads, d_head)."""
+    n_heads = z.size(1)
+    g = gate.view(-1, n_heads, 1, 1)
+    f = 0.0 if fill is None else fill.view(1, n_heads, 1, z.size(-1))
+    return g * z + (1 - g) * f
+
+
+def heads_by_module(valid: Sequence[str], heads) -> dict[str, list[int]]:
+    """["dec.cross.1.2", ...] -> {"dec.cross.1": [2], ...}; ValueError listing the valid ids."""
+    if isinstance(heads, str):
+        heads = [heads]
+    if not isinstance(heads, Iterable):
+        raise TypeError(f"heads must be a list of head ids like 'dec.cross.1.2', not {heads!r}")
+    heads = list(heads)
+    unknown = [h for h in heads if h not in valid]
+    if unknown:
+        raise ValueError(f"unknown head id(s) {unknown}; the valid ids are: {', '.join(valid)}")
+    out: dict[str, list[int]] = {}
+    for h in heads:
+        name, index = h.rsplit(".", 1)
+        out.setdefault(name, []).append(int(index))
+    return out
+
+
+def keep_vectors(model, heads, device=None) -> dict[str, Tensor]:
+    """{attention module: (heads,) float, 1 = keep, 0 = removed} for the modules `heads` touch."""
+    keep, modules = {}, model.attention_modules()
+    for name, idx in heads_by_module(model.heads, heads).items():
+        keep.setdefault(name, torch.ones(modules[name].n_heads, device=device))[idx] = 0.0
+    return keep
+
+
+@contextmanager
+def ablate_heads(model, heads, fills: Optional[Mapping[str, Tensor]] = None) -> Iterator:
+    """Remove `heads` inside the block by a hook on each touched module's hook_z: its z is
+    replaced by 0, or by fills[module] (heads, d_head) when given (mean ablation). Blocks nest
+    (an inner block removes its heads on top of the outer ones) and always restore the model."""
+    device = next(model.parameters()).device
+    hooks = []
+    for name, keep in keep_vectors(model, heads, device).items():
+        fill = None if fills is None else fills[name]
+        hooks.append((f"{name}.hook_z", lambda z, hook, keep=keep, fill=fill: gate_z(z, keep, fill)))
+    with model.hooks(hooks):
+        yield model

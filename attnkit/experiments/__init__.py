@@ -1,0 +1,1 @@
+"""Long runs that write the committed result files in data/, called by `python -m attnkit`."""

@@ -1,0 +1,120 @@
+"""The positional-encoding experiment: every encoding × seed trained and tested, the committed
+checkpoints and data/sortedness_results.json written (`python -m attnkit train sortedness`)."""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from ..core.checkpoint import DATA_DIR, save_checkpoint, save_json
+from ..core.positional import ENCODINGS
+from ..core.runtime import default_device
+from ..sortedness.data import NEGATIVES, TRAIN_LENGTHS, DataConfig, make_test_sets, make_train_set, make_val_set
+from ..sortedness.model import SortednessConfig
+from ..sortedness.pretrained import KIND, RESULTS_PATH, SEEDS, checkpoint_path
+from ..sortedness.train import SortednessTrainConfig, evaluate_classifier, train_classifier, train_config
+
+def spread(values: list[float]) -> dict:
+    v = np.array(values)
+    return {"mean": float(v.mean()), "std": float(v.std()), "min": float(v.min()), "max": float(v.max()),
+            "seeds": [float(x) for x in v]}
+
+
+def _train_and_evaluate(cfg: SortednessConfig, seed: int, train_set, val_set, test_sets,
+                        device: str, steps: Optional[int] = None) -> tuple[dict, dict, dict]:
+    """One run of the experiment: (metrics, train config, CPU state dict). Module-level so
+    that a worker process can run it; on CPU it uses one thread (see run_experiment)."""
+    if device == "cpu":
+        torch.set_num_threads(1)
+    train_cfg = train_config(cfg, seed)
+    if steps is not None:
+        train_cfg = replace(train_cfg, steps=steps)
+    result = train_classifier(cfg, train_cfg, train_set, device, progress=False)
+    state = {k: v.cpu() for k, v in result.model.state_dict().items()}
+    return evaluate_classifier(result.model, val_set, test_sets), asdict(train_cfg), {"state": state, "history": result.history}
+
+
+def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = SEEDS,
+                   variants: bool = True, data_dir: Path = DATA_DIR, device: Optional[str] = None,
+                   workers: Optional[int] = None, steps: Optional[int] = None, data: DataConfig = DataConfig(),
+                   progress: bool = True) -> dict:
+    """Train every encoding × seed (max-pool readout); save data/sortedness_results.json and one
+    checkpoint per encoding (its first seed). `variants` adds, with the first seed: the relative
+    encoding with mean-pool and first-token readouts, and a randomly initialised learned table.
+
+    Deterministic: on CPU every run uses one thread, because summation order — and so the last
+    bits of every weight — depends on the thread count. One thread is also the fastest way to
+    train matrices this small, so the runs go to `workers` processes (default: one per CPU core);
+    each run seeds itself, so the results do not depend on the number of workers.
+    `steps` and `data` shrink it for a quick trial run (the committed files use the defaults)."""
+    device = device or default_device()
+    if workers is None:
+        workers = 1 if device != "cpu" else max(1, min(os.cpu_count() or 1, 4))
+    train_set, val_set, test_sets = make_train_set(data), make_val_set(data), make_test_sets(data)
+    runs = [(enc, SortednessConfig(encoding=enc), seed) for enc in encodings for seed in seeds]
+    if variants:
+        runs += [("readout-mean", SortednessConfig(encoding="relative", readout="mean"), seeds[0]),
+                 ("readout-first", SortednessConfig(encoding="relative", readout="first"), seeds[0]),
+                 ("learned-random-init", SortednessConfig(encoding="learned", learned_init="random"), seeds[0])]
+    per_run: dict = {}
+    start, done_after = time.perf_counter(), {}  # (name, seed) -> seconds from the start
+    bar = tqdm(total=len(runs), desc=f"sortedness experiment ({workers} worker{'s' * (workers > 1)})",
+               disable=not progress)
+
+    def record(name: str, cfg: SortednessConfig, seed: int, outcome) -> None:
+        metrics, train_cfg, trained = outcome
+        per_run[name, seed], done_after[name, seed] = metrics, time.perf_counter() - start
+        bar.update()
+        bar.set_postfix_str(f"{name} seed {seed}: val hard {metrics['val']['hard']:.3f}, "
+                            f"hard@256 {metrics['hard'][max(test_sets)]:.3f}")
+        if name in encodings and seed == seeds[0]:
+            save_checkpoint(checkpoint_path(name, data_dir), KIND, asdict(cfg), trained["state"],
+                            {"seed": seed, "train": train_cfg, "history": trained["history"], **metrics})
+
+    shared = (train_set, val_set, test_sets, device, steps)  # every run's arguments after (cfg, seed)
+    threads = torch.get_num_threads()
+    try:
+        if workers == 1:
+            for name, cfg, seed in runs:
+                record(name, cfg, seed, _train_and_evaluate(cfg, seed, *shared))
+        else:
+            # "spawn": a fresh interpreter per worker, the same on Linux, macOS and Windows
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+                futures = {pool.submit(_train_and_evaluate, cfg, seed, *shared): (name, cfg, seed)
+                           for name, cfg, seed in runs}
+                for future in as_completed(futures):
+                    record(*futures[future], future.result())
+    finally:
+        torch.set_num_threads(threads)
+        bar.close()
+
+    def collect(name: str, its_seeds: Sequence[int]) -> dict:
+        runs_of = [per_run[name, s] for s in its_seeds]
+        out = {"val": {neg: spread([r["val"][neg] for r in runs_of]) for neg in NEGATIVES}}
+        for neg in NEGATIVES:
+            out[neg] = {length: spread([r[neg][length] for r in runs_of]) for length in test_sets}
+        return out
+
+    results = {
+        "setup": {"data": asdict(data), "model": asdict(SortednessConfig()), "train": asdict(SortednessTrainConfig()),
+                  "train_learned": asdict(train_config(SortednessConfig(encoding="learned"), seeds[0])),
+                  "seeds": list(seeds), "test_lengths": list(test_sets), "train_lengths": list(TRAIN_LENGTHS)},
+        "encodings": {enc: collect(enc, seeds) for enc in encodings},
+        "variants": {name: collect(name, [seed]) for name, _, seed in runs if name not in encodings},
+    }
+    save_json(Path(data_dir) / RESULTS_PATH.name, results)
+    if progress:
+        main_runs = max(t for (name, _), t in done_after.items() if name in encodings)
+        print(f"sortedness experiment: {len(runs)} models in {time.perf_counter() - start:.0f} s "
+              f"(its {len(encodings) * len(seeds)} encoding × seed runs done after {main_runs:.0f} s)")
+    return results
+
+

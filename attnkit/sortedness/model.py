@@ -1,0 +1,122 @@
+"""The sortedness classifier: an encoder over values 0–99 with a chosen positional encoding,
+a violation score per token, pooled into one "sorted" logit."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal, Optional, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from ..core.blocks import EncoderLayer
+from ..core.hooks import HookedModel, HookPoint
+from ..core.positional import Encoding, Positional
+from .data import N_VALUES, pad_batch, validate
+
+@dataclass
+class SortednessConfig:
+    encoding: Encoding = "relative"            # how the model knows where a token is
+    readout: Literal["max", "mean", "first"] = "max"  # how the per-token scores become one answer
+    d_model: int = 64                          # residual stream width
+    n_heads: int = 4
+    n_layers: int = 2
+    d_ff: int = 128                            # hidden width of each feed-forward block
+    value_feature: bool = True                 # add the value's angle on an arc (a built-in order)
+    max_len: int = 256                         # learned table rows: the longest test length
+    n_exact: int = 3                           # relative buckets: offsets -3 … 3 exact, the rest far left/right
+    far_as_one: bool = True                    # relative: a far bucket weighs as one key at any length
+    alibi_directional: bool = True             # ALiBi heads look only left or only right (see positional.py)
+    learned_init: Literal["sinusoidal", "random"] = "sinusoidal"  # the learned table's starting rows
+
+
+def value_angle(tokens: Tensor) -> Tensor:
+    """(batch, L) values -> (batch, L, 2): (cos θ, sin θ), θ from π/4 (value 0) to 3π/4 (99).
+
+    Why a point on an arc and not value/99 itself: LayerNorm divides each token by its
+    norm, so a feature that is mostly "value/99 · w" comes out as ±w and the size of the
+    value is lost. On the arc the norm is the same for every value, LayerNorm keeps it,
+    and cos θ still falls steadily with the value (by ≥ 0.011 per step), so the model can
+    test x_i > x_j with one subtraction."""
+    theta = math.pi / 4 + (math.pi / 2) * tokens.float() / (N_VALUES - 1)
+    return torch.stack([theta.cos(), theta.sin()], dim=-1)
+
+
+class SortednessClassifier(HookedModel, nn.Module):
+    """Values -> encoder -> a violation score per token -> pooled over positions -> "sorted" logit."""
+
+    def __init__(self, cfg: SortednessConfig = SortednessConfig()):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(N_VALUES, cfg.d_model)
+        nn.init.normal_(self.embed.weight, std=0.02)  # small (GPT-2's init): order, not identity, first
+        # A learned table of 100 values knows nothing of their order. value_feature hands the
+        # model "3 < 4" for free: see value_angle(). Comparing neighbours becomes linear.
+        self.value_dir = nn.Linear(2, cfg.d_model, bias=False) if cfg.value_feature else None
+        if self.value_dir is not None:
+            # Norm ≈ √d_model, above the position tables' √(d_model/2): with the default (3× smaller)
+            # init the absolute encodings spent most of training before they used the values at all.
+            nn.init.normal_(self.value_dir.weight, std=1.0)
+        self.pos = Positional(cfg.encoding, cfg.d_model, cfg.n_heads, cfg.max_len, cfg.n_exact,
+                              cfg.far_as_one, cfg.alibi_directional, cfg.learned_init)
+        self.layers = nn.ModuleList(EncoderLayer(cfg.d_model, cfg.n_heads, cfg.d_ff, i) for i in range(cfg.n_layers))
+        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.head = nn.Linear(cfg.d_model, 1)
+        self.hook_embed, self.hook_token_score = HookPoint(), HookPoint()
+        self.name_hooks()
+
+    @property
+    def max_len(self) -> Optional[int]:
+        """The longest sequence this encoding supports; None = any length."""
+        return self.pos.max_len
+
+    def forward(self, tokens: Tensor, pad: Optional[Tensor] = None) -> Tensor:
+        """tokens (batch, L) values 0–99, pad (batch, L) True = padding -> logits (batch,)."""
+        n_pos = tokens.size(1)
+        pad = torch.zeros_like(tokens, dtype=torch.bool) if pad is None else pad
+        x = self.embed(tokens)                                   # (batch, L, d_model)
+        if self.value_dir is not None:
+            x = x + self.value_dir(value_angle(tokens))
+        table = self.pos.table(n_pos)
+        if table is not None:
+            x = x + table.to(x.device)
+        lengths = (~pad).sum(1) if pad.any() else None            # None: every row is full length
+        x = self.hook_embed(x)
+        bias = self.pos.bias(n_pos, lengths, tokens.device)       # ([batch,] heads, L, L) or None
+        for layer in self.layers:
+            x = layer(x, pad, bias, self.pos.rotary)
+        # Each token scores "a violation is here" (batch, L); pooling over positions makes
+        # it one "the sequence is unsorted" logit, and its negative is the "sorted" logit.
+        score = self.hook_token_score(self.head(self.ln_f(x)).squeeze(-1))
+        if self.cfg.readout == "max":      # "is there a violation anywhere?": one token decides
+            pooled = score.masked_fill(pad, float("-inf")).amax(dim=1)
+        elif self.cfg.readout == "mean":   # one violating token moves the answer by 1/L only
+            keep = (~pad).float()
+            pooled = (score * keep).sum(1) / keep.sum(1)
+        else:                              # "first": token 0 must gather the whole answer
+            pooled = score[:, 0]
+        return -pooled
+
+    @torch.no_grad()
+    def predict(self, seqs: Sequence[Sequence[int]], batch_size: int = 256) -> list[bool]:
+        """True = sorted (non-decreasing). ValueError names any bad input."""
+        seqs = validate(seqs, self.max_len)
+        return [bool(p > 0.5) for p in self.probabilities(seqs, batch_size)]
+
+    @torch.no_grad()
+    def probabilities(self, seqs: Sequence[Sequence[int]], batch_size: int = 256) -> np.ndarray:
+        """P(sorted) for each row (rows are not validated: use predict for user input)."""
+        self.eval()
+        device = next(self.parameters()).device
+        order = np.argsort([len(s) for s in seqs], kind="stable")  # similar lengths share a batch
+        out = np.empty(len(seqs))
+        n_pos = max(len(s) for s in seqs)
+        step = max(1, batch_size * 16 // max(16, n_pos))  # keep (batch, heads, L, L) patterns small
+        for i in range(0, len(seqs), step):
+            idx = order[i:i + step]
+            tokens, pad = pad_batch([seqs[j] for j in idx], device)
+            out[idx] = torch.sigmoid(self(tokens, pad)).double().cpu().numpy()
+        return out
+
+

@@ -1,0 +1,1 @@
+"""What the learner sees: figures, widgets and the exercise checkers of the notebooks."""
