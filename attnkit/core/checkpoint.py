@@ -12,7 +12,8 @@ from typing import Any
 import torch
 
 FORMAT_VERSION = 1
-DATA_DIR = Path(__file__).resolve().parents[2] / "data"  # the committed checkpoints and results
+# the committed checkpoints and results; ATTNKIT_DATA_DIR points elsewhere (tests swap in broken models)
+DATA_DIR = Path(os.environ.get("ATTNKIT_DATA_DIR") or Path(__file__).resolve().parents[2] / "data")
 
 
 def atomic_write(path: Path, write) -> None:
