@@ -144,7 +144,7 @@ def test_blitted_png_has_the_same_pixels_as_a_full_draw(kind, head, tmp_path):
     plot.png(plot.figure(cache, 0, kind, 0, head))                  # builds the background
     cache[f"{kind}.0.hook_pattern"] = cache[f"{kind}.0.hook_pattern"].flip(-2)  # new weights on the same layout
     fig = plot.figure(cache, 0, kind, 0, head, subtitle="again")
-    blitted, full = plot.png(fig), png_bytes(fig, dpi=72)
+    blitted, full = plot.png(fig), png_bytes(fig)
     pixels = [np.asarray(Image.open(io.BytesIO(png)).convert("RGBA")) for png in (blitted, full)]
     np.testing.assert_array_equal(*pixels)
     save_figure(fig, tmp_path / "again.png")                         # a save in between changes nothing
@@ -160,3 +160,20 @@ def test_roles_heatmap_shows_every_head_and_greys_undefined():
     assert labels(ax, "y") == heads and labels(ax, "x") == [m for m in MEASURES if m != "entropy"]
     assert np.ma.getmaskarray(ax.images[0].get_array())[1].all()
     assert fig.get_suptitle()
+
+
+def test_roles_heatmap_has_a_colour_bar_for_shares_and_for_entropy():
+    heads = ["enc.self.0.0", "dec.cross.0.0"]
+    roles = pd.DataFrame({m: [0.5, 0.25] for m in MEASURES}, index=heads)
+    roles["entropy"] = [1.0, 2.0]
+    labels_of_bars = [ax.get_ylabel() for ax in roles_heatmap(roles).axes]
+    assert any("share" in t for t in labels_of_bars) and any("entropy" in t for t in labels_of_bars)
+
+
+def test_no_text_below_8_points_in_the_attention_figures():
+    cache = cache_for_12_plus_345()
+    for head in (None, 1):
+        fig = attention_figure(cache, 0, "dec.cross", 0, head)
+        sizes = [t.get_fontsize() for t in fig.findobj(lambda a: hasattr(a, "get_text") and hasattr(a, "get_fontsize"))
+                 if t.get_text()]
+        assert min(sizes) >= 8

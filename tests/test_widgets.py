@@ -63,9 +63,11 @@ def test_malformed_problem_shows_its_error_inside_the_widget(explorer):
     before = explorer.image.value
     explorer.problem.value = "12a+3"
     assert "⚠" in explorer.answer.value and "not of the form" in explorer.answer.value
-    assert explorer.image.value == before
+    assert explorer.image.value == before and explorer.image.layout.display == "none"  # no stale figure
     explorer.problem.value = "1234+5"
     assert "more than 3 digits" in explorer.answer.value
+    explorer.problem.value = ""                     # cleared: the held-out sample, shown again
+    assert explorer.image.layout.display == "" and "sample 0" in explorer.answer.value
 
 
 def test_typed_problem_is_solved_and_marked(model):
@@ -125,3 +127,153 @@ def test_save_writes_the_shown_figure(explorer, tmp_path):
     before = explorer.image.value
     explorer.sample.value = 5  # saving at another resolution does not disturb the next redraw
     assert explorer.image.value != before and bytes(explorer.image.value).startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize("bad, message", [(dict(kind="bogus"), "unknown attention kind"),
+                                          (dict(layer=7), "layer 7 does not exist"),
+                                          (dict(head=9), "head 9 does not exist"),
+                                          (dict(sample=99), "sample 99 does not exist")])
+def test_a_refused_show_changes_nothing_and_says_why(explorer, bad, message):
+    explorer.show(sample=2, kind="enc.self", layer=1, head=0)
+    state = (explorer.sample.value, explorer.kind.value, explorer.layer.value, explorer.head.value,
+             explorer.image.value, explorer.answer.value)
+    with pytest.raises(ValueError, match=message):
+        explorer.show(**{"sample": 5, "kind": "dec.self", **bad})   # a good value beside the bad one
+    assert (explorer.sample.value, explorer.kind.value, explorer.layer.value, explorer.head.value,
+            explorer.image.value, explorer.answer.value) == state
+    assert message in explorer.message.value and "nothing was changed" in explorer.message.value
+    explorer.show(sample=3)                                  # the next good request clears it
+    assert explorer.message.value == ""
+
+
+def png_size(png: bytes) -> tuple[int, int]:
+    import struct
+    return struct.unpack(">II", bytes(png)[16:24])
+
+
+def test_figure_is_shown_at_its_own_pixel_size(explorer):
+    for head in (ALL_HEADS, 1):
+        explorer.show(head=head, kind="dec.cross")
+        width, height = png_size(explorer.image.value)
+        assert (explorer.image.width, explorer.image.height) == (str(width), str(height))
+        assert width <= 960, "wider than JupyterLab's output area: the browser would shrink it"
+
+
+def test_every_explorer_text_is_at_least_10_px(explorer):
+    from attnkit.ui.widget_tools import DISPLAY_DPI
+    for head in (ALL_HEADS, 2):
+        for kind in ("enc.self", "dec.self", "dec.cross"):
+            explorer.show(head=head, kind=kind)
+            fig = explorer.figure()
+            sizes = [t.get_fontsize() for t in fig.findobj(lambda a: hasattr(a, "get_fontsize") and a.get_visible())
+                     if hasattr(t, "get_text") and t.get_text()]
+            assert min(sizes) * DISPLAY_DPI / 72 >= 10, (kind, head, min(sizes))
+
+
+def test_concurrent_redraws_never_overlap_and_the_last_wins(explorer, monkeypatch):
+    import threading
+    import time
+    active, worst = [0], [0]
+    lock = threading.Lock()
+    draw = explorer.plot.png
+
+    def slow_png(fig, dpi):
+        with lock:
+            active[0] += 1
+            worst[0] = max(worst[0], active[0])
+        time.sleep(0.01)
+        try:
+            return draw(fig, dpi)
+        finally:
+            with lock:
+                active[0] -= 1
+    monkeypatch.setattr(explorer.plot, "png", slow_png)
+    threads = [threading.Thread(target=setattr, args=(explorer.sample, "value", i)) for i in range(1, 8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    explorer._serial.wait()
+    assert worst[0] == 1
+    last = explorer.sample.value
+    assert f"sample {last} of" in explorer.answer.value
+
+
+# ------------------------------------------------------------------ AblationExplorer
+
+@pytest.fixture(scope="module")
+def ablation():
+    from attnkit import load_pretrained
+    from attnkit.ui.widgets import AblationExplorer
+    return AblationExplorer(load_pretrained("adder"), n_problems=300)
+
+
+def test_a_removed_head_looks_removed(ablation):
+    ablation.set_removed(["enc.self.0.1"])
+    t = ablation.toggles["enc.self.0.1"]
+    assert t.button_style == "danger" and t.description.startswith("✕")
+    ablation.set_removed([])
+    assert t.button_style == "" and t.description == "L0H1"
+
+
+def test_rapid_changes_from_several_threads_never_overlap_and_the_last_wins(ablation, monkeypatch):
+    """Fast clicks delivered on several kernel threads: one evaluation at a time, and the shown
+    result is that of the final toggle state (as a single clean evaluation gives it)."""
+    import threading
+    import time
+    heads = ["dec.cross.1.3", "enc.self.1.0", "dec.self.0.2"]
+    expected = ablation.measure(heads, "zero", "555+445")["exact_match"]
+    measure = ablation.measure
+
+    def slow(*args):  # widen the window in which a second update could sneak in
+        time.sleep(0.02)
+        return measure(*args)
+    monkeypatch.setattr(ablation, "measure", slow)
+    ablation.set_removed([])
+    before = ablation.evaluations
+    barrier = threading.Barrier(6)
+
+    def click(head):
+        barrier.wait()
+        t = ablation.toggles[head]
+        t.value = not t.value
+    for _ in range(2):  # each head twice: on, then off again, then on ... as a fast learner would
+        threads = [threading.Thread(target=click, args=(h,)) for h in heads * 2]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        ablation._serial.wait()
+    assert ablation.most_at_once == 1
+    assert "error" not in ablation.result, ablation.result
+    ablation.set_removed(heads)  # a final programmatic change, after the storm
+    assert ablation.result["removed"] == sorted(heads, key=list(ablation.toggles).index)
+    assert ablation.result["exact_match"] == expected
+    assert ablation.evaluations - before < 14  # requests that came in during a run were merged
+    assert "⚠" not in ablation.output.value
+
+
+def test_a_malformed_problem_still_updates_the_accuracy(ablation):
+    ablation.set_removed([])
+    intact = ablation.result["exact_match"]
+    ablation.problem.value = "12+"
+    assert ablation.result["problem_error"] and ablation.result["exact_match"] == intact
+    ablation.toggles["dec.cross.1.3"].value = True           # toggling still re-measures
+    assert ablation.result["removed"] == ["dec.cross.1.3"] and ablation.result["exact_match"] < intact - 0.3
+    assert f"{100 * ablation.result['exact_match']:.2f} %" in ablation.output.value
+    assert "⚠" in ablation.output.value and "your problem 12+" in ablation.output.value
+    ablation.problem.value = "555+445"
+    assert ablation.result["problem_error"] is None and "true sum 1000" in ablation.output.value
+
+
+@pytest.mark.parametrize("heads, mode, message", [(["dec.cross.1.3"], "bogus", "unknown ablation mode"),
+                                                  (["dec.cross.9.9"], None, "dec.cross.9.9")])
+def test_a_failing_setter_leaves_the_widget_unchanged(ablation, heads, mode, message):
+    ablation.set_removed(["enc.self.0.0"], mode="zero")
+    state = (ablation.removed, ablation.mode.value, dict(ablation.result), ablation.output.value)
+    with pytest.raises(ValueError, match=message):
+        ablation.set_removed(heads, mode=mode)
+    assert (ablation.removed, ablation.mode.value, dict(ablation.result), ablation.output.value) == state
+    assert message in ablation.message.value and "nothing was changed" in ablation.message.value
+    ablation.set_removed([])
+    assert ablation.message.value == ""

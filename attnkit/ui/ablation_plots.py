@@ -133,7 +133,7 @@ def plot_importance(results: dict):
                 heads = [h for h in drop if h.startswith(kind + ".")]
                 ax.scatter([score[h] for h in heads], [drop[h] for h in heads], marker=marker, label=kind)
             for i, h in enumerate(r["single_head"]["ranking"][:4]):
-                ax.annotate(h, (score[h], drop[h]), fontsize=7, xytext=(4, -9 * (i % 2)), textcoords="offset points")
+                ax.annotate(h, (score[h], drop[h]), fontsize=8, xytext=(4, -9 * (i % 2)), textcoords="offset points")
             ax.set_yscale("symlog", linthresh=1)
             ax.set_xlabel(f"gradient importance |∂L/∂gate| ({'raw' if scale == 'raw' else 'normalised per layer'})")
             ax.set_ylabel("ablation drop (points, symlog)")

@@ -44,9 +44,13 @@ def save_figure(fig: Figure, path) -> Path:
     return path
 
 
-def png_bytes(fig: Figure, dpi: int = 72) -> bytes:
-    """The figure as PNG bytes (what the explorer's Image widget shows). zlib level 1: the
-    default level 6 takes longer and saves little on a flat-coloured heatmap."""
+SCREEN_DPI = 96  # widgets show PNGs pixel for pixel; 8 pt text (the smallest used) is then 10.7 px
+SMALL = 8        # points: the smallest text in any figure (cell weights, notes, grid ticks)
+
+
+def png_bytes(fig: Figure, dpi: int = SCREEN_DPI) -> bytes:
+    """The figure as PNG bytes (what the explorers' Image widgets show, at this size). zlib
+    level 1: the default level 6 takes longer and saves little on a flat-coloured heatmap."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, pil_kwargs={"compress_level": 1})
     return buf.getvalue()
@@ -80,7 +84,7 @@ class _Panel:
         if annotate:
             for (q, k), w in np.ndenumerate(pattern):
                 if (masked is None or not masked[q, k]) and not np.isnan(w) and w >= min_shown:
-                    self.texts.append(self.ax.text(k, q, f"{w:.2f}", ha="center", va="center", fontsize=7,
+                    self.texts.append(self.ax.text(k, q, f"{w:.2f}", ha="center", va="center", fontsize=SMALL,
                                                    color="white" if w > 0.6 * self.vmax else "black"))
 
     def outlined(self) -> list[tuple[int, int]]:
@@ -129,25 +133,30 @@ def heatmap(pattern, q_tokens: Sequence[str], k_tokens: Sequence[str], title: st
     panel.set_title(title, 9)
     fig.colorbar(panel.image, cax=fig.add_axes((1 - (right - 0.25) / width, box[1], 0.12 / width, box[3])),
                  label="weight", ticks=[0, vmax / 2, vmax])
-    fig.attnkit_note = fig.text(0.05 / width, 0.05 / height, note or "", fontsize=7, color="#555555", va="bottom")
+    fig.attnkit_note = fig.text(0.05 / width, 0.05 / height, note or "", fontsize=SMALL, color="#555555",
+                                va="bottom")
     return fig
 
 
 def heatmap_grid(patterns, q_tokens: Sequence[str], k_tokens: Sequence[str], title: str = "attention weights",
                  row_titles: Optional[Sequence[str]] = None, col_titles: Optional[Sequence[str]] = None,
                  masked=None, outline=None, annotate: bool = False, vmax: float = 1.0,
-                 note: Optional[str] = None) -> Figure:
+                 note: Optional[str] = None, cell: Optional[float] = None) -> Figure:
     """d2l's show_heatmaps: `patterns` (rows, cols, q_pos, k_pos), e.g. (layers, heads, q, k),
     drawn as a grid sharing one colour scale and the same token labels; masked/outline as in
-    heatmap(), one (q_pos, k_pos) array applied to every panel."""
+    heatmap(), one (q_pos, k_pos) array applied to every panel. `cell`: a cell's width in
+    inches (default: room for a written weight when annotating, less otherwise)."""
     patterns = np.asarray(patterns, dtype=float)
     if patterns.ndim != 4:
         raise ValueError(f"patterns must be (rows, cols, q_pos, k_pos), got shape {patterns.shape}")
     _check(patterns, q_tokens, k_tokens)
     n_rows, n_cols = patterns.shape[:2]
-    # Sizes in inches: panels scale with the token counts, margins stay fixed.
-    panel_w, panel_h, gap_w, gap_h = 0.3 * len(k_tokens) + 0.2, 0.28 * len(q_tokens) + 0.2, 0.25, 0.45
-    left, right, top, bottom = 1.0, 0.9, 0.75, 0.75
+    # Sizes in inches: panels scale with the token counts, margins with the longest label. Kept
+    # narrow enough that a 4-head grid fits JupyterLab's ~960 px output without being shrunk.
+    cell = cell or (0.27 if annotate else 0.24)
+    panel_w, panel_h, gap_w, gap_h = cell * len(k_tokens) + 0.12, 0.26 * len(q_tokens) + 0.12, 0.2, 0.45
+    left = 0.45 + 0.085 * max(len(str(t)) for t in q_tokens)
+    right, top, bottom = 0.8, 0.75, 0.75
     width = left + n_cols * panel_w + (n_cols - 1) * gap_w + right
     height = top + n_rows * panel_h + (n_rows - 1) * gap_h + bottom
     fig = Figure(figsize=(width, height))
@@ -164,44 +173,52 @@ def heatmap_grid(patterns, q_tokens: Sequence[str], k_tokens: Sequence[str], tit
             image = panel.image
             panel.set_title(" ".join(t for t in ((row_titles or [""] * n_rows)[r],
                                                  (col_titles or [""] * n_cols)[c]) if t), 8)
-            ax.tick_params(labelsize=7)
+            ax.tick_params(labelsize=SMALL)
             ax.xaxis.set_label_coords(0.5, 0)  # the panels' own axis labels are empty: skip placing them
             ax.yaxis.set_label_coords(0, 0.5)
     fig.supxlabel(KEY_LABEL, fontsize=9, y=0.3 / height)
-    fig.supylabel(QUERY_LABEL, fontsize=9, x=0.1 / width)
+    fig.supylabel(QUERY_LABEL, fontsize=9, x=0.08 / width)
     fig.suptitle(title, fontsize=10, y=1 - 0.08 / height, va="top")
     fig.colorbar(image, cax=fig.add_axes((1 - (right - 0.2) / width, bottom / height, 0.12 / width,
                                           1 - (top + bottom) / height)), label="weight", ticks=[0, vmax / 2, vmax])
-    fig.attnkit_note = fig.text(0.05 / width, 0.05 / height, note or "", fontsize=7, color="#555555", va="bottom")
+    fig.attnkit_note = fig.text(0.05 / width, 0.05 / height, note or "", fontsize=SMALL, color="#555555",
+                                va="bottom")
     return fig
 
 
 def roles_heatmap(roles, measures: Sequence[str] = MEASURES, title: str = "measured role of every head") -> Figure:
     """The head-roles table (attnkit.roles.head_roles) as a heatmap: heads down, measures across.
-    Shares are on a 0–1 scale; entropy is in bits, on its own scale; grey = not defined."""
+    Shares are on a 0–1 scale (blue); entropy is in bits, on its own scale (green); each has its
+    colour bar. Grey = not defined for that kind of head."""
     shares = [m for m in measures if m != "entropy"]
-    fig = Figure(figsize=(1.1 * len(measures) + 2.6, 0.26 * len(roles) + 1.6))
-    left = fig.add_axes((0.2, 0.1, 0.62 * len(shares) / len(measures), 0.8))
+    n = len(measures)
+    width, height = 1.0 * n + 4.0, 0.26 * len(roles) + 1.6
+    fig = Figure(figsize=(width, height))
+    x0, cell = 1.5 / width, 1.0 / width          # left margin for the head names; one column
+    box_y, box_h = 0.5 / height, 1 - 1.2 / height
+    left = fig.add_axes((x0, box_y, cell * len(shares), box_h))
     values = roles[shares].to_numpy(dtype=float)
     panel = _Panel(left, *values.shape, 1.0)
     panel.update(values, list(roles.index), shares, masked=np.isnan(values), annotate=True, min_shown=0.0)
-    image = panel.image
     left.set_xlabel("share of attention on …")
     left.set_ylabel("head (kind.layer.head)")
     left.xaxis.set_ticks_position("top")
-    fig.colorbar(image, cax=fig.add_axes((0.84, 0.1, 0.02, 0.8)), label="share")
+    bars = x0 + cell * n + 0.25 / width
+    fig.colorbar(panel.image, cax=fig.add_axes((bars, box_y, 0.12 / width, box_h)), label="share (0–1)")
     if "entropy" in measures:
-        right = fig.add_axes((0.2 + 0.62 * len(shares) / len(measures) + 0.01, 0.1,
-                              0.62 / len(measures), 0.8), sharey=left)
+        right = fig.add_axes((x0 + cell * len(shares) + 0.05 / width, box_y, cell - 0.05 / width, box_h),
+                             sharey=left)
         ent = roles[["entropy"]].to_numpy(dtype=float)
-        right.imshow(ent, cmap="Greens", aspect="auto", interpolation="nearest", vmin=0)
+        image = right.imshow(ent, cmap="Greens", aspect="auto", interpolation="nearest", vmin=0)
         for q, w in enumerate(ent[:, 0]):
-            right.text(0, q, f"{w:.2f}", ha="center", va="center", fontsize=7,
+            right.text(0, q, f"{w:.2f}", ha="center", va="center", fontsize=SMALL,
                        color="white" if w > 0.6 * np.nanmax(ent) else "black")
         right.set_xticks([0], ["entropy\n(bits)"])
         right.xaxis.set_ticks_position("top")
         right.tick_params(labelleft=False, length=0)
-    fig.suptitle(title, fontsize=10)
+        fig.colorbar(image, cax=fig.add_axes((bars + 1.1 / width, box_y, 0.12 / width, box_h)),
+                     label="entropy (bits; 0 = one key)")
+    fig.suptitle(title, fontsize=11, y=1 - 0.1 / height, va="top")
     return fig
 
 
@@ -290,7 +307,7 @@ class AttentionPlot:
         return fig
 
 
-    def png(self, fig: Figure, dpi: int = 72) -> bytes:
+    def png(self, fig: Figure, dpi: int = SCREEN_DPI) -> bytes:
         """fig (one of this plot's figures) as PNG bytes, redrawing only what changes.
 
         Blitting: the parts no update touches (colour bar, shared axis labels) are rendered
