@@ -277,3 +277,21 @@ def test_a_failing_setter_leaves_the_widget_unchanged(ablation, heads, mode, mes
     assert message in ablation.message.value and "nothing was changed" in ablation.message.value
     ablation.set_removed([])
     assert ablation.message.value == ""
+
+
+# ------------------------------------------------------------------ SortednessExplorer (notebook 05)
+
+def test_sortedness_explorer_errors_lengths_and_descents():
+    from attnkit.sortedness import load_classifier
+    from attnkit.ui.sortedness_plots import SortednessExplorer
+    ex = SortednessExplorer({"alibi": load_classifier("alibi")})
+    width, _ = png_size(ex.image.value)
+    assert ex.image.width == str(width) and width <= 960
+    ex.custom.value = "21 20 19 18 17 16 15 14 13 12 11 10"       # 11 descents: all accounted for
+    assert "your sequence" in ex.message.value and "… (11 in all)" in ex.message.value
+    ex.length.value = 64                                           # the slider is not silently ignored
+    assert ex.custom.value == "" and "length 64" in ex.message.value and "hard sample" in ex.message.value
+    ex.custom.value = "1 2 x"
+    assert "✗" in ex.message.value and ex.image.layout.display == "none"   # no stale figure under the error
+    ex.custom.value = ""
+    assert ex.image.layout.display == "" and "length 64" in ex.message.value

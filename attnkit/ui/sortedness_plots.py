@@ -14,21 +14,27 @@ import torch
 from ..core.positional import ENCODINGS, sinusoidal_table
 from ..core.runtime import model_device
 from .plotting import heatmap_grid, png_bytes
+from .widget_tools import Serial, hide_image, show_image
 from ..sortedness import NEGATIVES, TRAIN_LENGTHS, SortednessClassifier, labelled_set, validate
 
 COLORS = dict(zip(ENCODINGS, plt.get_cmap("tab10").colors))
+MARKERS = dict(zip(ENCODINGS, "osD^vP"))
 TRAIN_MAX = max(TRAIN_LENGTHS)
 
 
 def plot_curves(results: dict, encodings: Sequence[str] = ENCODINGS, title: str = "") -> plt.Figure:
-    """Accuracy against length for each encoding: mean over seeds, band = min … max over seeds."""
+    """Accuracy against length for each encoding: mean over seeds, band = min … max over seeds.
+    Curves that coincide (ALiBi and relative both at 1.0; three at exactly 0.5) stay visible:
+    each encoding has its own marker and is shifted sideways a little (log axis: a few percent)."""
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
     for ax, neg in zip(axes, NEGATIVES):
-        for enc in encodings:
+        for i, enc in enumerate(encodings):
             curve = results[enc][neg]
             lengths = sorted(curve)
             mean = [curve[L]["mean"] for L in lengths]
-            ax.plot(lengths, mean, "o-", ms=3, label=enc, color=COLORS.get(enc))
+            shift = 2 ** (0.05 * (i - (len(encodings) - 1) / 2))
+            ax.plot([L * shift for L in lengths], mean, "-", marker=MARKERS.get(enc, "o"), ms=5, mfc="white",
+                    label=enc, color=COLORS.get(enc))
             ax.fill_between(lengths, [curve[L]["min"] for L in lengths], [curve[L]["max"] for L in lengths],
                             color=COLORS.get(enc), alpha=0.2)
         ax.axvspan(min(TRAIN_LENGTHS), TRAIN_MAX, color="grey", alpha=0.15, label="training lengths")
@@ -38,9 +44,10 @@ def plot_curves(results: dict, encodings: Sequence[str] = ENCODINGS, title: str 
         ax.set_xlabel("sequence length")
         ax.set_title(f"{neg} negatives" + (" (one adjacent swap)" if neg == "hard" else " (random shuffles)"))
     axes[0].set_ylabel("balanced accuracy (0.5 = chance)")
-    axes[0].set_ylim(0.4, 1.02)
-    axes[1].legend(loc="lower left", fontsize=8)
-    fig.suptitle(title or "Extrapolation: trained on lengths 8–16, tested to 256 (band: min–max over seeds)")
+    axes[0].set_ylim(0.4, 1.04)
+    axes[1].legend(loc="lower left", fontsize=9)
+    fig.suptitle(title or "Extrapolation: trained on lengths 8–16, tested to 256 (band: min–max over seeds; "
+                 "curves shifted sideways a little to show coinciding ones)")
     fig.tight_layout()
     return fig
 
@@ -73,6 +80,19 @@ def _heatmap(ax, data, title, xlabel, ylabel, cmap="RdBu_r", symmetric=True):
                    interpolation="nearest")
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     return im
+
+
+def plot_position_term(scores: np.ndarray, title: str, boundary: Optional[int] = TRAIN_MAX) -> plt.Figure:
+    """One head's position-only attention score (q_pos, k_pos), on a diverging map centred on 0
+    (red positive, blue negative) with its colour bar; lines at the longest training length."""
+    fig, ax = plt.subplots(figsize=(6, 4.8))
+    image = _heatmap(ax, np.asarray(scores), title, "key position j", "query position i")
+    fig.colorbar(image, ax=ax, label="score (0 = white)")
+    if boundary is not None:
+        for f in (ax.axvline, ax.axhline):
+            f(boundary - 0.5, color="k", lw=1)
+    fig.tight_layout()
+    return fig
 
 
 def plot_position_tables(learned: torch.Tensor, d_model: int = 64) -> plt.Figure:
@@ -125,7 +145,7 @@ def plot_token_scores(models: dict[str, SortednessClassifier], length: int = 64,
         ax.set(title=enc, xlabel="position")
         ax.set_yscale("symlog", linthresh=1)
     axes[0][0].set_ylabel('violation score (> 0: "unsorted")')
-    axes[0][-1].legend(fontsize=7, loc="lower right")
+    axes[0][-1].legend(fontsize=8, loc="lower right")
     fig.suptitle(f"Per-token violation scores at length {length} (grey: positions seen in training)")
     fig.tight_layout()
     return fig
@@ -153,7 +173,8 @@ def token_scores(model: SortednessClassifier, seq: Sequence[int]) -> np.ndarray:
 
 
 def plot_attention(model: SortednessClassifier, seq: Sequence[int], title: str = "",
-                   window: Optional[tuple[int, int]] = None, cache: Optional[dict] = None) -> plt.Figure:
+                   window: Optional[tuple[int, int]] = None, cache: Optional[dict] = None,
+                   cell: Optional[float] = None) -> plt.Figure:
     """Every head's pattern for one sequence (plotting.heatmap_grid: layers down, heads across),
     the values as token labels, those of an out-of-order pair in red. `window` (start, stop)
     zooms into a slice of positions (rows then show only the keys inside it); by default the
@@ -167,7 +188,7 @@ def plot_attention(model: SortednessClassifier, seq: Sequence[int], title: str =
                        title or f"attention patterns ({model.cfg.encoding}), positions {lo}–{hi - 1}",
                        row_titles=[name.removesuffix(".hook_pattern") for name in names],
                        col_titles=[f"head {h}" for h in range(patterns.shape[1])],
-                       note="red: a value in an out-of-order neighbouring pair")
+                       note="red: a value in an out-of-order neighbouring pair", cell=cell)
     in_descent = {j for i in range(len(seq) - 1) if seq[i] > seq[i + 1] for j in (i, i + 1)}
     for panel in fig.attnkit_panels:
         for tick_labels in (panel.ax.get_xticklabels(), panel.ax.get_yticklabels()):
@@ -187,9 +208,12 @@ def sample(kind: str, length: int, seed: int = 0) -> list[int]:
 class SortednessExplorer:
     """Pick an encoding, slide the test length, choose a sample — or type your own sequence —
     and see the prediction, where the model finds a violation, and every head's attention
-    (a 16-token window around the first descent). Bad input is reported in the widget."""
+    (an 8-token window around the first descent). Bad input is reported in the widget (the
+    figure hidden meanwhile); moving a sample control clears a typed sequence. Updates are
+    serialised (widget_tools.Serial)."""
 
     LENGTHS = (8, 12, 16, 24, 32, 48, 64, 128, 256)
+    WINDOW = 8  # tokens shown: 2 layers × 4 heads of 8 × 8 fit JupyterLab's width at 10 px labels
 
     def __init__(self, models: dict[str, SortednessClassifier]):
         import ipywidgets as W
@@ -201,17 +225,30 @@ class SortednessExplorer:
         self.kind = W.ToggleButtons(options=["sorted", "hard", "shuffle"], value="hard", description="sample")
         self.seed = W.IntText(value=0, description="seed", layout=W.Layout(width="160px"))
         self.custom = W.Text(value="", description="your own", continuous_update=False,
-                             placeholder="e.g. 3 5 5 9 8 (Enter); empty = the sample above")
+                             placeholder="values 0–99, e.g. 3 5 5 9 8, then Enter (empty: the sample above)",
+                             layout=W.Layout(width="95%"), style={"description_width": "70px"})
         self.message = W.HTML()
-        self.image = W.Image(format="png")
-        for w in (self.encoding, self.length, self.kind, self.seed, self.custom):
-            w.observe(self.update, names="value")
+        self.image = W.Image(format="png", layout=W.Layout(max_width="100%", height="auto"))
+        self._serial = Serial(self._update_now)
+        self._quiet = False
+        self.encoding.observe(self.update, names="value")
+        self.custom.observe(self.update, names="value")
+        for w in (self.length, self.kind, self.seed):
+            w.observe(self._on_sample_control, names="value")
         self.widget = W.VBox([W.HBox([self.encoding, self.seed]), self.length, self.kind, self.custom,
                               self.message, self.image])
         self.update()
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
+
+    def _on_sample_control(self, _=None) -> None:
+        """Length, kind and seed choose a sample: a typed sequence would hide them, so it goes."""
+        if self.custom.value.strip():
+            self._quiet = True
+            self.custom.value = ""
+            self._quiet = False
+        self.update()
 
     def sequence(self) -> list[int]:
         """The typed sequence (validated for this encoding), or else the chosen sample."""
@@ -227,24 +264,35 @@ class SortednessExplorer:
         return validate([seq], self.models[self.encoding.value].max_len)[0]
 
     def update(self, _=None) -> None:
+        """Redraw for the controls' current state (from any thread: never two at once)."""
+        if not self._quiet:
+            self._serial.request()
+
+    def _update_now(self, stale) -> None:
         model = self.models[self.encoding.value]
         try:
             seq = self.sequence()
+            L = len(seq)
+            p, scores, cache = run_one(model, seq)  # one forward pass for the answer and the picture
+            truth = bool(np.all(np.diff(seq) >= 0))
+            descents = [i for i in range(L - 1) if seq[i] > seq[i + 1]]
+            where = int(np.argmax(scores))
+            centre = descents[0] if descents else where
+            lo = max(0, min(centre - self.WINDOW // 2 + 1, L - self.WINDOW))
+            png = png_bytes(plot_attention(model, seq, window=(lo, min(L, lo + self.WINDOW)), cache=cache, cell=0.22))
         except ValueError as e:  # in the widget, never a traceback
-            self.message.value = f"<b style='color:#b00020'>✗ {html.escape(str(e), quote=False)}</b>"
+            self.message.value = (f"<b style='color:#b00020'>✗ {html.escape(str(e), quote=False)}</b> "
+                                  f"<i>(figure hidden until the sequence is fixed or cleared)</i>")
+            hide_image(self.image)
             return
-        L = len(seq)
-        p, scores, cache = run_one(model, seq)  # one forward pass for the answer and the picture
-        truth = bool(np.all(np.diff(seq) >= 0))
-        descents = [i for i in range(L - 1) if seq[i] > seq[i + 1]]
-        where = int(np.argmax(scores))
+        if stale():
+            return
+        shown = ", ".join(map(str, descents[:8])) + (f", … ({len(descents)} in all)" if len(descents) > 8 else "")
+        source = "your sequence" if self.custom.value.strip() else f"{self.kind.value} sample, seed {self.seed.value}"
         verdict = "✓ right" if (p > 0.5) == truth else "✗ wrong"
         self.message.value = (
-            f"<b>{self.encoding.value}</b>, length {L}: P(sorted) = {p:.3f} → "
+            f"<b>{self.encoding.value}</b>, {source}, length {L}: P(sorted) = {p:.3f} → "
             f"{'sorted' if p > 0.5 else 'unsorted'}; truly {'sorted' if truth else 'unsorted'} "
             f"(<b>{verdict}</b>). Strongest violation score at position {where}; "
-            f"true descents at {descents[:8] or 'none'}.")
-        centre = descents[0] if descents else where
-        lo = max(0, min(centre - 8, L - 16))
-        fig = plot_attention(model, seq, window=(lo, min(L, lo + 16)), cache=cache)
-        self.image.value = png_bytes(fig)
+            f"true descents at {shown or 'none'}.")
+        show_image(self.image, png)
