@@ -8,7 +8,7 @@ CHROMIUM ?= /usr/bin/chromium
 PIP_ARGS ?=
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: setup lab test chromium data bench
+.PHONY: setup lab test chromium data bench site figures
 
 setup: $(STAMP)
 
@@ -16,7 +16,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "make: $(PYTHON) not found; install Python 3.11 (or: make PYTHON=/path/to/python3.11 ...)"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet $(PIP_ARGS) -e '.[dev]'
+	$(PY) -m pip install --quiet $(PIP_ARGS) -e '.[dev,site]'
 	touch $@
 
 lab: setup
@@ -28,6 +28,18 @@ lab: setup
 # workers already fill two cores, and oversubscribed OpenMP threads made training ~10x slower.
 test: setup chromium
 	OMP_NUM_THREADS=1 CHROMIUM=$(CHROMIUM) $(PY) -m pytest -n 2 --dist loadfile --nbval-lax tests notebooks
+
+# The course site: every notebook run on the committed checkpoints and rendered with its outputs
+# to site/ (index.html first), readable offline; then the site's browser test on every page.
+# npm fetches two pinned JavaScript packages once (build/site-vendor/). About 4 minutes on 2 cores.
+site: setup chromium
+	OMP_NUM_THREADS=1 $(PY) docs/build_site.py --out site
+	ATTNKIT_SITE=site CHROMIUM=$(CHROMIUM) $(PY) -m pytest -q -p no:cacheprovider tests/test_site.py
+
+# The README's pictures in docs/, from the committed checkpoints and results (docs/figures.json
+# records a hash of what each was drawn from; tests/test_docs_figures.py fails when one is stale).
+figures: setup chromium
+	OMP_NUM_THREADS=1 CHROMIUM=$(CHROMIUM) $(PY) docs/make_figures.py
 
 # Headless Chromium for the browser test, from the system's packages.
 chromium:

@@ -1,0 +1,285 @@
+"""Build the course site: every notebook run top to bottom and rendered, outputs and all, to site/.
+
+    python docs/build_site.py                              # every notebook -> site/ (`make site`)
+    python docs/build_site.py --only 01 05 --out /tmp/s    # a subset (the check inside `make test`)
+
+Tool: nbconvert + nbclient, the Jupyter project's own executor and HTML converter (JupyterLab
+already depends on them; pinned in pyproject.toml): no second documentation toolchain to learn.
+
+The notebooks run as under test: committed checkpoints, long training off, one thread per kernel,
+in notebooks/ (where nbval runs them). Widget state is saved while executing (ipywidgets' embedded
+widget state), so each page shows its widgets as the run left them. The site works offline, nothing
+comes from a CDN: MathJax 2.7 from PyPI's `jupyter-server-mathjax` (the build the classic notebook
+served); require.js and @jupyter-widgets/html-manager from the npm registry, at the versions and
+sha512 hashes below, fetched once with `npm pack` into build/site-vendor/.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+DOCS = ROOT / "docs"
+VENDOR_CACHE = ROOT / "build" / "site-vendor"
+
+# npm package -> the registry's sha512 integrity of its tarball (`npm view PKG@VER dist.integrity`).
+NPM = {
+    "requirejs@2.3.7":
+        "sha512-DouTG8T1WanGok6Qjg2SXuCMzszOo0eHeH9hDZ5Y4x8Je+9JB38HdTLT4/VA8OaUhBa0JPVHJ0pyBkM1z+pDsw==",
+    "@jupyter-widgets/html-manager@1.0.15":
+        "sha512-5thBIV6ymNgmPVOHvzx+gGy8ZSKmSazhtGw4/c4xJDVzRhG9PTeQsRjF3FUTopvFi//SABeNz1yp47bCrJ3CQA==",
+}
+STATIC = "_static"
+MATHJAX_URL = f"{STATIC}/mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"
+REQUIRE_URL = f"{STATIC}/require.js"
+WIDGETS_URL = f"{STATIC}/html-manager/embed-amd.js"
+# The bundled MathJax carries the STIX-Web fonts only (as the classic notebook did): say so before
+# MathJax.js loads, or it asks for TeX fonts that are not there.
+MATHJAX_FONTS = """<script>window.MathJax = {"HTML-CSS": {availableFonts: [], preferredFont: null,
+  webFont: "STIX-Web", imageFont: null}};</script>"""
+LIVE_NOTE = "moving them needs the live notebook"  # tests/test_site.py looks for this phrase
+KERNEL = "attnkit-site"  # a kernelspec made here, so the kernels run this very Python
+
+
+# ---------------------------------------------------------------- offline assets
+
+def npm_tarball(spec: str, integrity: str) -> Path:
+    """The package's tarball from build/site-vendor/, fetched with `npm pack` once; hash checked."""
+    VENDOR_CACHE.mkdir(parents=True, exist_ok=True)
+    name, version = spec.rsplit("@", 1)
+    path = VENDOR_CACHE / f"{name.lstrip('@').replace('/', '-')}-{version}.tgz"
+    if not path.exists():
+        npm = shutil.which("npm")
+        if npm is None:
+            sys.exit(f"build_site: npm is needed once to fetch {spec} (apt-get install npm, or Node.js from nodejs.org)")
+        subprocess.run([npm, "pack", "--silent", spec], cwd=VENDOR_CACHE, check=True, stdout=subprocess.DEVNULL)
+    digest = "sha512-" + base64.b64encode(hashlib.sha512(path.read_bytes()).digest()).decode()
+    if digest != integrity:
+        path.unlink()
+        sys.exit(f"build_site: {path.name} does not match its pinned sha512; deleted, run again")
+    return path
+
+
+def extract(tarball: Path, members: dict[str, Path]) -> None:
+    """Copy files out of an npm tarball: {path inside the package (a dir ends in /): destination}."""
+    with tarfile.open(tarball) as tar:
+        for info in tar.getmembers():
+            inner = info.name.removeprefix("package/")
+            for source, dest in members.items():
+                if info.isfile() and (inner == source or (source.endswith("/") and inner.startswith(source))):
+                    target = dest / inner.removeprefix(source) if source.endswith("/") else dest
+                    if target.suffix == ".map":
+                        continue
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(tar.extractfile(info).read())
+
+
+def copy_assets(out: Path) -> None:
+    static = out / STATIC
+    import jupyter_server_mathjax
+    mathjax = Path(jupyter_server_mathjax.__file__).parent / "static"
+    shutil.copytree(mathjax, static / "mathjax", ignore=shutil.ignore_patterns("localization"), dirs_exist_ok=True)
+    requirejs, manager = (npm_tarball(spec, integrity) for spec, integrity in NPM.items())
+    extract(requirejs, {"require.js": static / "require.js"})
+    extract(manager, {"dist/": static / "html-manager", "LICENSE": static / "html-manager" / "LICENSE"})
+    for unused in ("embed.js", "libembed-amd.js"):  # embed-amd.js carries libembed-amd itself
+        (static / "html-manager" / unused).unlink(missing_ok=True)
+    (static / "site.css").write_text(CSS)
+    figures = sorted(DOCS.glob("*.png"))
+    if figures:
+        (static / "figures").mkdir(exist_ok=True)
+        for png in figures:
+            shutil.copy(png, static / "figures" / png.name)
+
+
+# ---------------------------------------------------------------- executing and rendering
+
+def kernelspec(folder: Path) -> None:
+    spec = folder / "kernels" / KERNEL
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "attnkit (site build)", "language": "python"}))
+
+
+def execute(path: str) -> tuple[str, float]:
+    """Run one notebook in a fresh kernel, widget state saved; returns (executed JSON, seconds)."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    start = time.monotonic()
+    NotebookClient(nb, kernel_name=KERNEL, timeout=900, store_widget_state=True,
+                   resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nbformat.writes(nb), time.monotonic() - start
+
+
+def title_of(nb) -> str:
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            match = re.search(r"^#\s+(.+)$", cell.source, re.M)
+            if match:
+                return re.sub(r"[*_`]", "", match.group(1)).strip()
+    return ""
+
+
+def render(executed: str, stem: str, pages: list[str], commit: str) -> str:
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    nb = nbformat.reads(executed, as_version=4)
+    exporter = HTMLExporter(template_name="lab", mathjax_url=MATHJAX_URL, require_js_url=REQUIRE_URL,
+                            widget_renderer_url=WIDGETS_URL)
+    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": stem}})
+    widgets = "widgets" in nb.metadata
+    i = pages.index(stem)
+    prev_link = f'<a href="{pages[i - 1]}.html">← {pages[i - 1]}</a>' if i > 0 else ""
+    next_link = f'<a href="{pages[i + 1]}.html">{pages[i + 1]} →</a>' if i + 1 < len(pages) else ""
+    note = (f"The widgets below show their saved state; {LIVE_NOTE} (<code>make lab</code>): "
+            "the Python behind them is not running here." if widgets else "")
+    banner = f"""
+<nav class="attnkit-site-nav"><a href="index.html">attnkit course</a> · {prev_link} {next_link}</nav>
+<aside class="attnkit-site-note">This page is <code>notebooks/{stem}.ipynb</code>, run top to bottom on the
+committed checkpoints (commit <code>{commit}</code>) with its outputs kept. {note}
+To run it yourself: <code>make lab</code>.</aside>
+"""
+    body, n_head = re.subn(r"(<head[^>]*>)", lambda m: m.group(1) + MATHJAX_FONTS, body, count=1)
+    body = body.replace("</head>", f'<link rel="stylesheet" href="{STATIC}/site.css">\n</head>', 1)
+    body, n_body = re.subn(r"(<body[^>]*>)", lambda m: m.group(1) + banner, body, count=1)
+    assert n_head == n_body == 1, "nbconvert's page layout changed: no <head>/<body> to add the banner to"
+    body = re.sub(r"<title>[^<]*</title>", f"<title>{html.escape(stem)} · attnkit</title>", body, count=1)
+    return body
+
+
+# ---------------------------------------------------------------- the index page
+
+def tour_html(built: set[str]) -> str:
+    """README's tour table, links pointed at the pages (rows without a page keep their text)."""
+    import mistune
+
+    readme = (ROOT / "README.md").read_text()
+    match = re.search(r"^## Tour\n(.*?)(?=^## |\Z)", readme, re.M | re.S)
+    assert match, "README.md has no '## Tour' section"
+    table = "\n".join(line for line in match.group(1).splitlines() if line.startswith("|"))
+
+    def link(m):
+        stem = m.group(2)
+        return f"[{m.group(1)}]({stem}.html)" if stem in built else m.group(1)
+
+    table = re.sub(r"\[([^\]]+)\]\(notebooks/([^)]+)\.ipynb\)", link, table)
+    return mistune.create_markdown(plugins=["table"])(table)
+
+
+def index_page(built: list[str], titles: dict[str, str], commit: str, timings: dict[str, float]) -> str:
+    figures = sorted((DOCS).glob("*.png"))
+    captions = {}
+    meta = DOCS / "figures.json"
+    if meta.exists():
+        captions = {name: entry.get("caption", "") for name, entry in json.loads(meta.read_text())["figures"].items()}
+    gallery = "\n".join(
+        f'<figure><img src="{STATIC}/figures/{png.name}" alt="{html.escape(captions.get(png.name, png.stem))}">'
+        f"<figcaption>{html.escape(captions.get(png.name, ''))}</figcaption></figure>" for png in figures)
+    pages = "\n".join(f'<li><a href="{stem}.html">{stem}</a> — {html.escape(titles[stem])} '
+                      f'<span class="attnkit-time">(ran in {timings[stem]:.0f} s)</span></li>' for stem in built)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>attnkit — transformer attention, built and taken apart</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="stylesheet" href="{STATIC}/site.css"></head>
+<body class="attnkit-index">
+<h1>attnkit — transformer attention, built and taken apart</h1>
+<p>A Jupyter course kit for students and instructors of a deep-learning course: build attention from
+first principles, train a small transformer to add, look inside it with heatmaps, cut its heads out one
+at a time, and test how positional encodings extrapolate. Everything runs on a laptop CPU in minutes.</p>
+<p class="attnkit-site-note">Every page below is a notebook run top to bottom on the committed checkpoints
+(commit <code>{commit}</code>) with its outputs kept, so you can read the results before installing
+anything. Widgets show their saved state; {LIVE_NOTE}: clone the repository and run <code>make lab</code>.</p>
+<h2>The notebooks</h2>
+<ul class="attnkit-pages">{pages}</ul>
+<h2>Tour</h2>
+{tour_html(set(built))}
+<h2>What you will see</h2>
+<div class="attnkit-gallery">{gallery}</div>
+</body></html>
+"""
+
+
+CSS = """
+.attnkit-site-nav { font: 14px system-ui, sans-serif; padding: 8px 16px; background: #f3f5f7;
+  border-bottom: 1px solid #d0d7de; }
+.attnkit-site-nav a { margin-right: 1em; }
+.attnkit-site-note { font: 14px/1.45 system-ui, sans-serif; margin: 12px 16px; padding: 10px 14px;
+  background: #fff8e1; border-left: 4px solid #f0b400; }
+body.attnkit-index { font: 16px/1.5 system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em; }
+body.attnkit-index table { border-collapse: collapse; font-size: 14px; }
+body.attnkit-index th, body.attnkit-index td { border: 1px solid #d0d7de; padding: 6px 8px; vertical-align: top; }
+.attnkit-time { color: #666; font-size: 13px; }
+.attnkit-gallery { display: flex; flex-wrap: wrap; gap: 16px; }
+.attnkit-gallery figure { margin: 0; flex: 1 1 480px; }
+.attnkit-gallery img { max-width: 100%; border: 1px solid #d0d7de; }
+.attnkit-gallery figcaption { font-size: 14px; color: #444; }
+"""
+
+
+# ---------------------------------------------------------------- main
+
+def build(out: Path, only: list[str] | None, jobs: int) -> dict[str, float]:
+    paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    if only:
+        paths = [p for p in paths if any(p.name.startswith(prefix) for prefix in only)]
+        assert len(paths) == len(only), f"--only {only} matched {[p.name for p in paths]}"
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    start = time.monotonic()
+    copy_assets(out)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip() or "unknown"
+    if subprocess.run(["git", "status", "--porcelain", "--", "notebooks", "attnkit", "data"], cwd=ROOT,
+                      capture_output=True, text=True).stdout.strip():
+        commit += " + local changes"
+    with tempfile.TemporaryDirectory() as tmp:
+        kernelspec(Path(tmp))
+        os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [tmp, os.environ.get("JUPYTER_PATH")]))
+        os.environ.setdefault("OMP_NUM_THREADS", "1")  # as `make test`: one thread per kernel
+        os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"  # figures inline, whatever the shell says
+        with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
+            results = dict(zip((p.stem for p in paths), pool.map(execute, map(str, paths))))
+    import nbformat
+    stems = [p.stem for p in paths]
+    timings = {stem: seconds for stem, (_, seconds) in results.items()}
+    titles = {stem: title_of(nbformat.reads(executed, as_version=4)) for stem, (executed, _) in results.items()}
+    for stem, (executed, seconds) in results.items():
+        (out / f"{stem}.html").write_text(render(executed, stem, stems, commit))
+        print(f"  {stem}: ran in {seconds:.1f} s", flush=True)
+    (out / "index.html").write_text(index_page(stems, titles, commit, timings))
+    print(f"site: {len(stems)} notebooks -> {out}/index.html in {time.monotonic() - start:.0f} s "
+          f"({jobs} at a time)", flush=True)
+    return timings
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "site", help="output folder (replaced)")
+    parser.add_argument("--only", nargs="+", metavar="NN", help="notebook number prefixes, e.g. 01 05")
+    parser.add_argument("--jobs", type=int, default=2, help="notebooks run at once (default 2, one per core)")
+    args = parser.parse_args(argv)
+    build(args.out, args.only, args.jobs)
+
+
+if __name__ == "__main__":
+    main()

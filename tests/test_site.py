@@ -1,0 +1,180 @@
+"""The course site (docs/build_site.py) in headless Chromium with the network off.
+
+Two ways this runs:
+- inside `make test` (ATTNKIT_SITE unset): builds a small site from the working tree, notebooks 01
+  and 03 only (about a minute), into a temporary folder, and checks its three pages: the index,
+  01 (figures, math) and 03 (the attention explorer, a widget);
+- after `make site` (ATTNKIT_SITE=site): checks the full site just built, every page, and that
+  every notebook has one.
+
+On every page: nothing asked of the network (Chromium offline, any http(s) request recorded), no
+script error, no traceback or "Loading widget" text; every output image decoded; every widget
+rendered from its saved state, with the note that moving it needs the live notebook; math typeset
+by the bundled MathJax. Screenshots go to artifacts/site_*.png.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "artifacts"
+CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+SUBSET = ["01", "03"]  # the in-suite build: figures and math (01), widgets (03)
+LIVE_NOTE = "moving them needs the live notebook"
+WIDGET_VIEW = "script[type='application/vnd.jupyter.widget-view+json']"
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    if CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK):
+        return str(CHROMIUM)
+    message = f"Chromium not found at {CHROMIUM}: `make test` installs it, or set CHROMIUM=/path/to/chromium"
+    if in_ci():
+        pytest.fail(message + " — CI must run the site test")
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def site(chromium, tmp_path_factory) -> Path:
+    built = os.environ.get("ATTNKIT_SITE")
+    if built:
+        path = (ROOT / built).resolve()
+        assert (path / "index.html").is_file(), f"{path}: no site there (run `make site`)"
+        return path
+    out = tmp_path_factory.mktemp("site") / "site"
+    start = time.monotonic()
+    # One notebook at a time: under `make test` the other pytest worker has the other core.
+    run = subprocess.run([sys.executable, str(ROOT / "docs" / "build_site.py"), "--out", str(out), "--jobs", "1",
+                          "--only", *SUBSET], cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 0, f"site build failed:\n{run.stdout[-3000:]}\n{run.stderr[-5000:]}"
+    print(f"site subset {SUBSET} built in {time.monotonic() - start:.0f} s")
+    return out
+
+
+def notebook_pages(site: Path) -> list[Path]:
+    return sorted(p for p in site.glob("[0-9][0-9]_*.html"))
+
+
+@pytest.fixture(scope="module")
+def browser(chromium):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def open_offline(browser, path: Path):
+    """The page, loaded with the network off; (page, requests that left the machine, script errors)."""
+    context = browser.new_context(offline=True, viewport={"width": 1300, "height": 1000})
+    page = context.new_page()
+    outside, errors = [], []
+    page.on("request", lambda r: outside.append(r.url) if r.url.startswith(("http:", "https:")) else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(path.as_uri())
+    page.wait_for_load_state("load")
+    return page, outside, errors
+
+
+def test_every_notebook_has_a_page(site):
+    stems = {p.stem for p in notebook_pages(site)}
+    expected = {p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+    if not os.environ.get("ATTNKIT_SITE"):
+        expected = {s for s in expected if s[:2] in SUBSET}
+    assert stems == expected
+
+
+def test_index_links_and_pictures(site, browser):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page, outside, errors = open_offline(browser, site / "index.html")
+    try:
+        hrefs = page.eval_on_selector_all("a[href]", "links => links.map(a => a.getAttribute('href'))")
+        local = [h for h in hrefs if not re.match(r"[a-z]+:", h)]
+        assert {f"{p.name}" for p in notebook_pages(site)} <= set(local), "a notebook page is not linked"
+        missing = [h for h in local if not (site / h.split("#")[0]).is_file()]
+        assert not missing, f"broken links on the index: {missing}"
+        assert page.locator("table").count() >= 1, "no tour table"
+        sizes = page.eval_on_selector_all("img", "imgs => imgs.map(i => [i.getAttribute('src'), i.naturalWidth])")
+        assert all(width > 0 for _, width in sizes), f"pictures that did not load: {sizes}"
+        assert LIVE_NOTE in page.inner_text("body")
+        page.screenshot(path=ARTIFACTS / "site_index.png", full_page=True)
+        assert not outside, f"the index asked the network for {outside}"
+        assert not errors, errors
+    finally:
+        page.context.close()
+
+
+def notebook_has_math(stem: str) -> bool:
+    import nbformat
+    nb = nbformat.read(ROOT / "notebooks" / f"{stem}.ipynb", as_version=4)
+    return any(c.cell_type == "markdown" and re.search(r"\$[^$\n]+\$", c.source) for c in nb.cells)
+
+
+def check_notebook_page(page, stem: str) -> dict:
+    """Wait for widgets and math, then check what rendered; returns counts for the report."""
+    views = page.locator(WIDGET_VIEW).count()
+    if views:  # html-manager renders each view into a .widget-subarea just before its <script>
+        page.wait_for_function("n => document.querySelectorAll('.widget-subarea > *').length >= n",
+                               arg=views, timeout=60_000)
+    has_math = notebook_has_math(stem)
+    if has_math:
+        page.wait_for_function("() => document.querySelectorAll('.MathJax, .MathJax_Display').length > 0",
+                               timeout=60_000)
+        page.wait_for_function("() => !document.querySelector('.MathJax_Processing, #MathJax_Message:not([style*=none])')"
+                               " && window.MathJax && MathJax.Hub && MathJax.Hub.queue.running === 0"
+                               " && MathJax.Hub.queue.pending === 0", timeout=60_000)
+    text = page.inner_text("body")
+    assert "Traceback" not in text, f"{stem}: a traceback on the page"
+    assert "Loading widget" not in text, f"{stem}: a widget did not render"
+    assert not re.search(r"^\w*(Error|Exception): ", text, re.M), f"{stem}: an error message on the page"
+    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
+                          has_text=re.compile(r"Error|Traceback"))
+    assert errors.count() == 0, errors.first.inner_text()
+    assert page.locator(".merror, .MathJax_Error").count() == 0, f"{stem}: MathJax could not typeset a formula"
+    images = page.locator(".jp-OutputArea-output img").evaluate_all("imgs => imgs.map(i => i.naturalWidth)")
+    assert images and all(images), f"{stem}: output images missing or not decoded: {images}"
+    if views:
+        assert LIVE_NOTE in text, f"{stem}: widgets without the note that moving them needs the live notebook"
+        rendered = page.locator(".widget-subarea > .jupyter-widgets").count()
+        assert rendered >= views, f"{stem}: {views} widget views, {rendered} rendered"
+    return {"figures": len(images), "widget views": views, "math": has_math}
+
+
+def test_notebook_pages(site, browser):
+    ARTIFACTS.mkdir(exist_ok=True)
+    report = {}
+    for path in notebook_pages(site):
+        page, outside, errors = open_offline(browser, path)
+        try:
+            report[path.stem] = check_notebook_page(page, path.stem)
+            page.screenshot(path=ARTIFACTS / f"site_{path.stem}.png")
+            explorer = page.locator(".attnkit-explorer")
+            if explorer.count():
+                figure = explorer.first.locator("img.attnkit-figure")
+                assert figure.evaluate("i => i.naturalWidth") > 0, "the explorer's heatmap did not decode"
+                explorer.first.scroll_into_view_if_needed()
+                explorer.first.screenshot(path=ARTIFACTS / f"site_{path.stem}_explorer.png")
+            assert not outside, f"{path.name} asked the network for {outside}"
+            assert not errors, f"{path.name}: script errors {errors}"
+        finally:
+            page.context.close()
+    assert any(r["widget views"] for r in report.values()), "no page with a widget"
+    print(report)
