@@ -22,11 +22,23 @@ PRETRAINED = ["adder", "sortedness-sinusoidal", "sortedness-learned", "sortednes
 
 
 def load_pretrained(name: str):
-    """A committed model from data/: "adder" or "sortedness-<encoding>"."""
+    """A committed model from data/: "adder" or "sortedness-<encoding>". ValueError for an
+    unknown name or a checkpoint marked interrupted (a finished model is never replaced by an
+    unfinished one, but an older kit could do it); to load any other file use
+    attnkit.adder.Adder.load(path) or attnkit.sortedness.load_classifier(encoding, data_dir)."""
+    if not isinstance(name, str):
+        raise TypeError(f"load_pretrained takes a model name, one of {PRETRAINED}, not "
+                        f"{type(name).__name__} {name!r}; load a file with attnkit.adder.Adder.load(path)")
     if name == "adder":
         from .adder import Adder
-        return Adder.load()
-    if name.startswith("sortedness-"):
+        model = Adder.load()
+    elif name.startswith("sortedness-"):
         from .sortedness import load_classifier
-        return load_classifier(name.removeprefix("sortedness-"))
-    raise ValueError(f"unknown pretrained model {name!r}; choose one of {PRETRAINED}")
+        model = load_classifier(name.removeprefix("sortedness-"))
+    else:
+        raise ValueError(f"unknown pretrained model {name!r}; choose one of {PRETRAINED}")
+    if model.metrics.get("interrupted"):
+        raise ValueError(f"data/ holds an interrupted, unfinished {name} model (step "
+                         f"{model.metrics.get('steps', '?')}): restore the committed file "
+                         f"(git checkout data/) or train it again (python -m attnkit train {name.split('-')[0]})")
+    return model

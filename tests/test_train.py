@@ -27,7 +27,7 @@ def test_loss_falls_and_history_is_logged():
     assert result.history[-1]["loss"] < 2.0  # untrained: ln(14) = 2.64
 
 
-def test_interrupt_keeps_the_best_model_and_saves(tmp_path, monkeypatch):
+def test_interrupt_keeps_the_best_model_in_a_side_file(tmp_path, monkeypatch):
     import attnkit.adder.train as train_module
     calls = {"n": 0}
     real = train_module.greedy_correct
@@ -41,7 +41,10 @@ def test_interrupt_keeps_the_best_model_and_saves(tmp_path, monkeypatch):
     monkeypatch.setattr(train_module, "greedy_correct", interrupting)
     result = train_adder(TINY, quick(), out_path=tmp_path / "m.pt", progress=False)
     assert result.interrupted and result.steps == 20
-    assert (tmp_path / "m.pt").exists() and (tmp_path / "m.json").exists()
+    # an unfinished model never takes the checkpoint's place: it goes to a side file
+    assert not (tmp_path / "m.pt").exists() and not (tmp_path / "m.json").exists()
+    assert result.saved_to == tmp_path / "m.interrupted.pt" and result.metrics["interrupted"]
+    assert (tmp_path / "m.interrupted.pt").exists() and (tmp_path / "m.interrupted.json").exists()
 
 
 def test_evaluate_reports_greedy_and_teacher_forced_separately():

@@ -48,7 +48,8 @@ def parse_problem(text: str, n_digits: int = 3) -> tuple[int, int]:
                 f"problem {text!r}: operand {operand} has more than {n_digits} digits, "
                 f"longer than the model was trained on (0 … {10**n_digits - 1})"
             )
-    return int(m.group(1)), int(m.group(2))
+    # Stripped first: int() refuses strings of more than 4,300 digits, even "000…5".
+    return int(m.group(1).lstrip("0") or "0"), int(m.group(2).lstrip("0") or "0")
 
 
 def _tokenize(texts: list[str], length: int) -> Tensor:
@@ -131,16 +132,40 @@ def write_test_set(path: Path = TEST_SET_PATH, n_digits: int = 3) -> None:
     tmp.replace(path)
 
 
-def load_test_set(path: Path = TEST_SET_PATH) -> tuple[np.ndarray, np.ndarray]:
-    """(a, b) of the committed held-out problems; checks every stored sum."""
-    a, b, s = [], [], []
-    for line_no, line in enumerate(Path(path).read_text().splitlines(), 1):
-        m = re.fullmatch(r"(\d+)\+(\d+)=(\d+)", line)
+N_TEST = 10_000  # problems in the committed held-out set
+
+
+def load_test_set(path: Path = TEST_SET_PATH, n_digits: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """(a, b) of the held-out problems, one "a+b=sum" per line; ValueError naming the file and
+    line when a line is malformed, has a wrong sum or an operand of more than n_digits digits, a
+    problem repeats, the file is empty, binary or cut off (no final newline), or the committed
+    file does not hold its 10,000 problems."""
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("ascii")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path} is not a text file of problems (byte {e.start} is not ASCII)") from e
+    if not text.strip():
+        raise ValueError(f"{path} holds no problems")
+    if not text.endswith("\n"):
+        raise ValueError(f"{path} ends in the middle of a line: the file is cut off")
+    pattern = re.compile(r"([0-9]{1,%d})\+([0-9]{1,%d})=([0-9]{1,%d})" % (n_digits, n_digits, n_digits + 1))
+    a, b, seen = [], [], {}
+    for line_no, line in enumerate(text.splitlines(), 1):
+        m = pattern.fullmatch(line)
         if m is None or int(m.group(1)) + int(m.group(2)) != int(m.group(3)):
-            raise ValueError(f"{path}:{line_no}: malformed or wrong line {line!r}")
-        a.append(int(m.group(1)))
-        b.append(int(m.group(2)))
-    return np.array(a), np.array(b)
+            raise ValueError(f"{path}:{line_no}: malformed or wrong line {line[:40]!r} "
+                             f"(expected 'a+b=sum', operands of at most {n_digits} digits)")
+        key = (int(m.group(1)), int(m.group(2)))
+        if key in seen:
+            raise ValueError(f"{path}:{line_no}: problem {line!r} repeats line {seen[key]}")
+        seen[key] = line_no
+        a.append(key[0])
+        b.append(key[1])
+    if path.resolve() == TEST_SET_PATH.resolve() and len(a) != N_TEST:
+        raise ValueError(f"{path} holds {len(a)} problems, not the committed {N_TEST}: restore it "
+                         "(git checkout data/adder_test.txt) or write it again with write_test_set()")
+    return np.array(a, dtype=np.int64), np.array(b, dtype=np.int64)
 
 
 class ProblemSampler:

@@ -10,20 +10,22 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Iterator, Optional, Sequence
+from typing import Iterable, Iterator, Optional, Sequence
 
 import numpy as np
 import torch
 
-from ..core.checkpoint import load_checkpoint, load_state
+from ..core.checkpoint import check_metrics, config_from, load_checkpoint, load_state
 from ..core.hooks import ActivationCache, ablate_heads
-from ..core.runtime import default_device
+from ..core.runtime import default_device, eval_threads
 from .data import BOS, DATA_DIR, EOS, PAD, decode_digits, encode_sources, load_test_set, parse_problem, tokens
-from .evaluate import evaluate, mean_z, predict
+from .evaluate import evaluate, greedy_correct, mean_z, predict
 from .model import Seq2SeqConfig, Seq2SeqTransformer
 
 CHECKPOINT = DATA_DIR / "adder.pt"
 ABLATION_MODES = ("zero", "mean")
+TARGET = 0.999        # exact match training aims for (AdderTrainConfig.target); below it, loading warns
+SELF_CHECK_N = 256    # sample sums checked at load (about 30 ms)
 
 
 class Adder:
@@ -34,14 +36,35 @@ class Adder:
 
     @classmethod
     def load(cls, path: Path = CHECKPOINT, device: Optional[str] = None) -> "Adder":
+        """The adder saved at `path`. ValueError when the file is corrupt, of another task, has a
+        config key missing, mistyped or out of range, NaN weights, or a config that does not give
+        the answers the file's metrics promise (e.g. reverse_output flipped by hand);
+        CheckpointWarning when it is marked interrupted or scored below TARGET."""
         payload = load_checkpoint(path, kind="adder")
-        try:
-            cfg = Seq2SeqConfig(**payload["config"])
-        except TypeError as e:
-            raise ValueError(f"checkpoint {path} has an unknown config {payload['config']}: {e}") from e
+        cfg = config_from(Seq2SeqConfig, payload["config"], path, config_problems)
         model = Seq2SeqTransformer(cfg)
         load_state(model, payload, path)
-        return cls(model.to(device or default_device()), payload.get("metrics"))
+        adder = cls(model.to(device or default_device()), payload["metrics"])
+        adder._check_answers(path)
+        check_metrics(adder.metrics, path, TARGET)
+        return adder
+
+    def _check_answers(self, path: Path) -> None:
+        """A model whose file says it is right ≥ 90 % of the time must be about as right on a quick
+        sample of operands of every length; if not, its config does not fit its weights (a flipped
+        reverse_output or zero_pad loads without any shape error and gives wrong sums)."""
+        stored = self.metrics.get("exact_match")
+        if not isinstance(stored, float) or stored < 0.9:
+            return  # nothing promised: nothing to check
+        rng = np.random.default_rng(0)
+        digits = rng.integers(1, self.cfg.n_digits + 1, size=(2, SELF_CHECK_N))
+        a, b = rng.integers(0, 10 ** digits)
+        with eval_threads(SELF_CHECK_N):
+            quick = float(greedy_correct(self.model, a, b).mean())
+        if quick < stored - 0.2:
+            raise ValueError(f"checkpoint {path}: its model is right on only {quick:.0%} of {SELF_CHECK_N} "
+                             f"sample sums, though its metrics say {stored:.2%}: the config "
+                             f"({asdict(self.cfg)}) does not fit the weights")
 
     def save(self, path: Path, metrics: Optional[dict] = None) -> None:
         from ..core.checkpoint import save_checkpoint
@@ -59,6 +82,10 @@ class Adder:
     def parse(self, problems: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         if isinstance(problems, str):
             raise ValueError(f"give a list of problems, e.g. [{problems!r}], not a single string")
+        if isinstance(problems, (bytes, bytearray)):
+            raise TypeError("give a list of str problems such as ['5+5'], not bytes (decode them first)")
+        if not isinstance(problems, Iterable):
+            raise TypeError(f"give a list of problems such as ['663+497', '5+5'], not {type(problems).__name__}")
         pairs = [parse_problem(p, self.cfg.n_digits) for p in problems]
         a = np.array([x for x, _ in pairs], dtype=np.int64)
         b = np.array([y for _, y in pairs], dtype=np.int64)
@@ -67,13 +94,22 @@ class Adder:
     def solve(self, problems: Sequence[str]) -> list[str]:
         """Batched greedy decoding: ["663+497", "5+5"] -> ["1160", "10"]."""
         a, b = self.parse(problems)
-        return predict(self.model, a, b) if len(a) else []
+        if not len(a):
+            return []
+        with eval_threads(len(a)):
+            return predict(self.model, a, b)
 
     def evaluate(self, a: Optional[np.ndarray] = None, b: Optional[np.ndarray] = None) -> dict:
-        """Every metric on (a, b); the committed held-out set by default."""
-        if a is None:
+        """Every metric on (a, b) — equal-length 1-D arrays (or lists) of whole numbers
+        0 … 10**n_digits - 1; the committed held-out set by default."""
+        if a is None and b is None:
             a, b = load_test_set()
-        return evaluate(self.model, a, b)
+        else:
+            a, b = operands(a, "a", self.cfg.n_digits), operands(b, "b", self.cfg.n_digits)
+            if len(a) != len(b):
+                raise ValueError(f"a and b must be equally long, got {len(a)} and {len(b)} operands")
+        with eval_threads(len(a)):
+            return evaluate(self.model, a, b)
 
     @torch.no_grad()
     def run_with_cache(self, problems: Sequence[str], names: Optional[Sequence[str]] = None
@@ -106,8 +142,11 @@ class Adder:
         """Remove `heads` inside the block; the model is restored on exit, also on an exception.
 
         A removed head's z (its output before W_O) is replaced at every query position by 0
-        ("zero") or by its mean over the held-out set ("mean", see evaluate.mean_z). Blocks nest;
-        while one is open, other threads' use of this model waits (core/hooks.py)."""
+        ("zero") or by its mean over the held-out set ("mean", see evaluate.mean_z). Blocks nest.
+
+        Threads: while a block is open, the model's lock is held (core/hooks.py), so another
+        thread's solve / evaluate / run_with_cache on this model waits until the block closes
+        and then sees the intact model; only code in the block's own thread sees the ablation."""
         if mode not in ABLATION_MODES:
             raise ValueError(f"mode must be one of {ABLATION_MODES}, not {mode!r}")
         fills = mean_z(self.model) if mode == "mean" else None
@@ -115,8 +154,42 @@ class Adder:
             yield self
 
 
+def operands(x, name: str, n_digits: int) -> np.ndarray:
+    """`x` as a 1-D int64 array of operands 0 … 10**n_digits - 1; TypeError/ValueError naming `name`."""
+    if x is None:
+        raise TypeError(f"{name} is missing: give both a and b, or neither (the held-out set)")
+    if isinstance(x, (str, bytes)):
+        raise TypeError(f"{name} must be an array of whole numbers, not {type(x).__name__}")
+    arr = np.asarray(x)
+    if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
+        raise TypeError(f"{name} must hold whole numbers, not {arr.dtype} values")
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D (one operand per problem), not of shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError(f"{name} is empty: there is nothing to evaluate")
+    bad = (arr < 0) | (arr >= 10 ** n_digits)
+    if bad.any():
+        raise ValueError(f"{name}[{int(bad.argmax())}] = {arr[bad.argmax()]} is outside the operands "
+                         f"this model adds (0 … {10 ** n_digits - 1})")
+    return arr.astype(np.int64)
+
+
+def config_problems(cfg: Seq2SeqConfig) -> list[str]:
+    """What is out of range in an adder config (the bounds are sanity checks, far above the kit's
+    sizes, so that a bad file fails here and not deep in torch or after a huge allocation)."""
+    found = [f"{name} = {getattr(cfg, name)} is not in {lo} … {hi}" for name, lo, hi in
+             (("n_digits", 1, 9), ("d_model", 1, 4096), ("n_heads", 1, 64), ("n_enc_layers", 1, 48),
+              ("n_dec_layers", 1, 48), ("d_ff", 1, 16384)) if not lo <= getattr(cfg, name) <= hi]
+    if not 0 <= cfg.dropout < 1:
+        found.append(f"dropout = {cfg.dropout} is not in [0, 1)")
+    if not found and cfg.d_model % cfg.n_heads:
+        found.append(f"d_model = {cfg.d_model} is not divisible by n_heads = {cfg.n_heads}")
+    return found
+
+
 def train_pretrained(path: Path = CHECKPOINT) -> Adder:
-    """Reproduce the committed checkpoint: `python -m attnkit train adder`."""
+    """Reproduce the committed checkpoint: `python -m attnkit train adder`. After an interruption
+    the model (metrics["interrupted"] True) is saved beside `path`, never over it (train.py)."""
     from .train import AdderTrainConfig, train_adder
     result = train_adder(Seq2SeqConfig(), AdderTrainConfig(), out_path=path, device=default_device())
-    return Adder(result.model)
+    return Adder(result.model, result.metrics)

@@ -1,7 +1,9 @@
 """Training the adder: seeded, with a progress bar, stopping as soon as the target is met.
 
-Interrupting (Ctrl-C, or the notebook's stop button) keeps the best model so far:
-the loop catches KeyboardInterrupt, saves, and returns what it has.
+Interrupting (Ctrl-C, or the notebook's stop button) keeps the best model so far: the loop
+catches KeyboardInterrupt and returns what it has. An unfinished model never replaces the
+checkpoint at `out_path`: it goes to a side file, adder.interrupted.pt (see interrupted_path),
+marked "interrupted" in its metrics, and loading it warns.
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from ..core.checkpoint import save_checkpoint, save_json
+from ..core.checkpoint import save_checkpoint
+from ..core.outputs import check_output_file
 from ..core.runtime import TrainResult, adamw, warmup_cosine
 from .data import PAD, ProblemSampler, encode_sources, encode_targets, load_test_set, make_test_set, problem_keys
 from .evaluate import evaluate, greedy_correct
@@ -42,6 +45,23 @@ def validation_set(n: int, n_digits: int, exclude: np.ndarray, seed: int) -> tup
     return a[keep][:n], b[keep][:n]
 
 
+def interrupted_path(out_path: Path) -> Path:
+    """Where an interrupted run saves: data/adder.pt -> data/adder.interrupted.pt."""
+    out_path = Path(out_path)
+    return out_path.with_name(f"{out_path.stem}.interrupted{out_path.suffix}")
+
+
+def check_out_path(out_path: Path) -> Path:
+    """ValueError/TypeError before training when the checkpoint, its report (.json) or the side
+    file of an interruption could not be written."""
+    out_path = check_output_file(out_path, ".pt", "checkpoint path")
+    for sibling in (out_path.with_suffix(".json"), interrupted_path(out_path),
+                    interrupted_path(out_path).with_suffix(".json")):
+        if sibling.exists() and not sibling.is_file():
+            raise ValueError(f"cannot write {sibling} beside the checkpoint: it is not a regular file")
+    return out_path
+
+
 def train_adder(
     model_cfg: Seq2SeqConfig = Seq2SeqConfig(),
     train_cfg: AdderTrainConfig = AdderTrainConfig(),
@@ -50,7 +70,11 @@ def train_adder(
     progress: bool = True,
     model: Optional[torch.nn.Module] = None,
 ) -> TrainResult:
-    """Train from scratch (or the given `model`, e.g. torch.nn.Transformer for a baseline)."""
+    """Train from scratch (or the given `model`, e.g. torch.nn.Transformer for a baseline); with
+    `out_path`, save the checkpoint and its report (.json) there as one unit, or after an
+    interruption to interrupted_path(out_path). The path is checked before training starts."""
+    if out_path is not None:
+        out_path = check_out_path(out_path)
     torch.manual_seed(train_cfg.seed)
     model = (model or Seq2SeqTransformer(model_cfg)).to(device)
     n = model_cfg.n_digits
@@ -99,8 +123,11 @@ def train_adder(
     if out_path is not None and isinstance(model, Seq2SeqTransformer):
         metrics = evaluate(model, test_a, test_b)
         metrics.update(steps=result.steps, interrupted=result.interrupted)
-        save_checkpoint(out_path, "adder", asdict(model_cfg), model.state_dict(), metrics)
-        save_json(Path(out_path).with_suffix(".json"),
-                  {"model_config": asdict(model_cfg), "train_config": asdict(train_cfg),
-                   "test_metrics": metrics, "history": result.history})
+        path = interrupted_path(out_path) if result.interrupted else out_path
+        report = {"model_config": asdict(model_cfg), "train_config": asdict(train_cfg),
+                  "test_metrics": metrics, "history": result.history}
+        # One unit: the report is renamed first and the checkpoint last (core/checkpoint.py).
+        save_checkpoint(path, "adder", asdict(model_cfg), model.state_dict(), metrics,
+                        report=(path.with_suffix(".json"), report))
+        result.saved_to, result.metrics = path, metrics
     return result

@@ -8,6 +8,7 @@ from pathlib import Path
 from ..adder import CHECKPOINT, Adder
 from ..adder.data import load_test_set
 from ..core.checkpoint import DATA_DIR, save_json
+from ..core.outputs import check_output_file
 from ..interp.ablation import MODES, THRESHOLD_POINTS, check_baseline, model_of, state_hash
 from ..interp.studies import (REMEASURE_POINTS, carry_breakdown, compare_rankings, gradient_importance,
                               joint_pruning, single_head_sweep, sweep_matrix)
@@ -16,8 +17,10 @@ RESULTS_PATH = DATA_DIR / "ablation_results.json"
 
 
 def run_studies(adder=None, path=RESULTS_PATH, force: bool = False, subset: int = 2000, progress: bool = True) -> dict:
-    """Every study in both modes, saved to data/ablation_results.json (`python -m attnkit study ablation`)."""
+    """Every study in both modes, saved to data/ablation_results.json (`python -m attnkit study ablation`).
+    `path` is checked (a writable .json file path) before any work; an interrupted run writes nothing."""
     from tqdm.auto import tqdm
+    path = check_output_file(path, ".json", "results path")
     adder = Adder.load(CHECKPOINT) if adder is None else adder
     model = model_of(adder)
     baseline = check_baseline(model, force)

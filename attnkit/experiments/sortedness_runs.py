@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Optional, Sequence
@@ -14,7 +14,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..core.checkpoint import DATA_DIR, save_checkpoint, save_json
+from ..core.checkpoint import DATA_DIR, checkpoint_bytes, json_bytes, write_together
+from ..core.outputs import check_output_dir
 from ..core.positional import ENCODINGS
 from ..core.runtime import default_device
 from ..sortedness.data import NEGATIVES, TRAIN_LENGTHS, DataConfig, make_test_sets, make_train_set, make_val_set
@@ -42,6 +43,15 @@ def _train_and_evaluate(cfg: SortednessConfig, seed: int, train_set, val_set, te
     return evaluate_classifier(result.model, val_set, test_sets), asdict(train_cfg), {"state": state, "history": result.history}
 
 
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _run_job(job) -> tuple[int, tuple]:
+    i, cfg, seed, shared = job
+    return i, _train_and_evaluate(cfg, seed, *shared)
+
+
 def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = SEEDS,
                    variants: bool = True, data_dir: Path = DATA_DIR, device: Optional[str] = None,
                    workers: Optional[int] = None, steps: Optional[int] = None, data: DataConfig = DataConfig(),
@@ -54,7 +64,12 @@ def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = 
     bits of every weight — depends on the thread count. One thread is also the fastest way to
     train matrices this small, so the runs go to `workers` processes (default: one per CPU core);
     each run seeds itself, so the results do not depend on the number of workers.
-    `steps` and `data` shrink it for a quick trial run (the committed files use the defaults)."""
+    `steps` and `data` shrink it for a quick trial run (the committed files use the defaults).
+
+    Nothing is written until every run is done; then the checkpoints and the results file are
+    written as one unit. Ctrl-C stops the workers at once and writes nothing: the files in
+    `data_dir` stay as they were. `data_dir` is checked (a writable folder) before any work."""
+    data_dir = check_output_dir(data_dir)
     device = device or default_device()
     if workers is None:
         workers = 1 if device != "cpu" else max(1, min(os.cpu_count() or 1, 4))
@@ -65,6 +80,7 @@ def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = 
                  ("readout-first", SortednessConfig(encoding="relative", readout="first"), seeds[0]),
                  ("learned-random-init", SortednessConfig(encoding="learned", learned_init="random"), seeds[0])]
     per_run: dict = {}
+    files: list = []  # (path, bytes) of the checkpoints, written with the results at the end
     start, done_after = time.perf_counter(), {}  # (name, seed) -> seconds from the start
     bar = tqdm(total=len(runs), desc=f"sortedness experiment ({workers} worker{'s' * (workers > 1)})",
                disable=not progress)
@@ -75,9 +91,10 @@ def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = 
         bar.update()
         bar.set_postfix_str(f"{name} seed {seed}: val hard {metrics['val']['hard']:.3f}, "
                             f"hard@256 {metrics['hard'][max(test_sets)]:.3f}")
-        if name in encodings and seed == seeds[0]:
-            save_checkpoint(checkpoint_path(name, data_dir), KIND, asdict(cfg), trained["state"],
-                            {"seed": seed, "train": train_cfg, "history": trained["history"], **metrics})
+        if name in encodings and seed == seeds[0]:  # kept in memory (~0.5 MB each) until the end
+            files.append((checkpoint_path(name, data_dir), checkpoint_bytes(
+                KIND, asdict(cfg), trained["state"], {"seed": seed, "train": train_cfg,
+                                                      "history": trained["history"], **metrics})))
 
     shared = (train_set, val_set, test_sets, device, steps)  # every run's arguments after (cfg, seed)
     threads = torch.get_num_threads()
@@ -86,12 +103,19 @@ def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = 
             for name, cfg, seed in runs:
                 record(name, cfg, seed, _train_and_evaluate(cfg, seed, *shared))
         else:
-            # "spawn": a fresh interpreter per worker, the same on Linux, macOS and Windows
-            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-                futures = {pool.submit(_train_and_evaluate, cfg, seed, *shared): (name, cfg, seed)
-                           for name, cfg, seed in runs}
-                for future in as_completed(futures):
-                    record(*futures[future], future.result())
+            # "spawn": a fresh interpreter per worker, the same on Linux, macOS and Windows.
+            # Workers ignore SIGINT (a terminal sends it to the whole process group): this process
+            # catches it and terminates them, instead of each worker dying with a traceback and a
+            # pool that waits for every queued run before it lets go.
+            pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_ignore_sigint)
+            try:
+                jobs = [(i, cfg, seed, shared) for i, (_, cfg, seed) in enumerate(runs)]
+                for i, outcome in pool.imap_unordered(_run_job, jobs):
+                    record(*runs[i], outcome)
+                pool.close()
+            finally:
+                pool.terminate()  # at once, also on Ctrl-C or an error in a run
+                pool.join()
     finally:
         torch.set_num_threads(threads)
         bar.close()
@@ -110,7 +134,7 @@ def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = 
         "encodings": {enc: collect(enc, seeds) for enc in encodings},
         "variants": {name: collect(name, [seed]) for name, _, seed in runs if name not in encodings},
     }
-    save_json(Path(data_dir) / RESULTS_PATH.name, results)
+    write_together(files + [(Path(data_dir) / RESULTS_PATH.name, json_bytes(results))])
     if progress:
         main_runs = max(t for (name, _), t in done_after.items() if name in encodings)
         print(f"sortedness experiment: {len(runs)} models in {time.perf_counter() - start:.0f} s "

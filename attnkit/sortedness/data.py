@@ -147,8 +147,9 @@ def pad_batch(seqs: Sequence[Sequence[int]], device=None) -> tuple[Tensor, Tenso
     return torch.from_numpy(tokens).to(device), torch.from_numpy(pad).to(device)
 
 
-def validate(seqs, max_len: Optional[int]) -> list[list[int]]:
-    """Lists of ints 0–99, each non-empty and no longer than max_len; ValueError naming the culprit."""
+def validate(seqs, max_len: Optional[int], limit: Optional[str] = None) -> list[list[int]]:
+    """Lists of ints 0–99, each non-empty and no longer than max_len; ValueError naming the
+    culprit. `limit` says where max_len comes from (default: the encoding's position table)."""
     if isinstance(seqs, (str, bytes)) or not hasattr(seqs, "__len__"):
         raise ValueError(f"expected a list of sequences of integers, got {seqs!r}")
     if len(seqs) == 0:
@@ -160,8 +161,9 @@ def validate(seqs, max_len: Optional[int]) -> list[list[int]]:
         if len(s) == 0:
             raise ValueError(f"sequence {i} is empty; a sequence needs at least one value")
         if max_len is not None and len(s) > max_len:
-            raise ValueError(f"sequence {i} has length {len(s)}, longer than this encoding "
-                             f"supports ({max_len} positions)")
+            raise ValueError(f"sequence {i} has length {len(s)}, longer than "
+                             + (f"{limit} allows ({max_len} positions)" if limit else
+                                f"this encoding supports ({max_len} positions)"))
         for v in s:
             if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
                 raise ValueError(f"sequence {i} holds {v!r}, which is not an integer")

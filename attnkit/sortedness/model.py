@@ -13,6 +13,7 @@ from torch import Tensor, nn
 from ..core.blocks import EncoderLayer
 from ..core.hooks import HookedModel, HookPoint
 from ..core.positional import Encoding, Positional
+from ..core.runtime import eval_threads
 from .data import N_VALUES, pad_batch, validate
 
 @dataclass
@@ -29,6 +30,18 @@ class SortednessConfig:
     far_as_one: bool = True                    # relative: a far bucket weighs as one key at any length
     alibi_directional: bool = True             # ALiBi heads look only left or only right (see positional.py)
     learned_init: Literal["sinusoidal", "random"] = "sinusoidal"  # the learned table's starting rows
+
+
+MEMORY_BUDGET = 1 << 30  # bytes one forward pass of predict may spend on attention patterns
+PATTERN_COPIES = 4       # (heads, L, L) float32 tensors alive at once: scores, bias, pattern, a spare
+                         # (measured: 3.1 x heads·L²·4 bytes of peak memory at L = 3,000 and 4,096)
+
+
+def memory_length_cap(n_heads: int) -> int:
+    """The longest sequence whose attention fits MEMORY_BUDGET in one forward pass:
+    PATTERN_COPIES · n_heads · L² · 4 bytes ≤ MEMORY_BUDGET, so L ≤ 4,096 with 4 heads
+    (ALiBi and relative take any length, but 10,000 tokens would need about 5 GB)."""
+    return math.isqrt(MEMORY_BUDGET // (PATTERN_COPIES * n_heads * 4))
 
 
 def value_angle(tokens: Tensor) -> Tensor:
@@ -98,11 +111,25 @@ class SortednessClassifier(HookedModel, nn.Module):
             pooled = score[:, 0]
         return -pooled
 
+    @property
+    def length_cap(self) -> int:
+        """The longest sequence predict accepts: the learned table's rows, or for the encodings
+        that take any length the memory cap (see memory_length_cap)."""
+        return self.max_len or memory_length_cap(self.cfg.n_heads)
+
     @torch.no_grad()
     def predict(self, seqs: Sequence[Sequence[int]], batch_size: int = 256) -> list[bool]:
-        """True = sorted (non-decreasing). ValueError names any bad input."""
-        seqs = validate(seqs, self.max_len)
-        return [bool(p > 0.5) for p in self.probabilities(seqs, batch_size)]
+        """True = sorted (non-decreasing). ValueError names any bad input, and a sequence longer
+        than length_cap; batch_size bounds the rows of one forward pass (memory permitting)."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
+            raise TypeError(f"batch_size must be a whole number ≥ 1, not {batch_size!r}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be ≥ 1, not {batch_size}")
+        reason = None if self.max_len else (f"the memory cap of predict ({MEMORY_BUDGET >> 20} MiB for "
+                                            f"attention patterns, see memory_length_cap)")
+        seqs = validate(seqs, self.length_cap, reason)
+        with eval_threads(len(seqs)):
+            return [bool(p > 0.5) for p in self.probabilities(seqs, batch_size)]
 
     @torch.no_grad()
     def probabilities(self, seqs: Sequence[Sequence[int]], batch_size: int = 256) -> np.ndarray:
@@ -113,6 +140,8 @@ class SortednessClassifier(HookedModel, nn.Module):
         out = np.empty(len(seqs))
         n_pos = max(len(s) for s in seqs)
         step = max(1, batch_size * 16 // max(16, n_pos))  # keep (batch, heads, L, L) patterns small
+        # ... and within the memory budget whatever batch_size asks for
+        step = min(step, max(1, MEMORY_BUDGET // (PATTERN_COPIES * self.cfg.n_heads * 4 * n_pos ** 2)))
         for i in range(0, len(seqs), step):
             idx = order[i:i + step]
             tokens, pad = pad_batch([seqs[j] for j in idx], device)
