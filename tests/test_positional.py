@@ -100,3 +100,120 @@ def test_positional_offers_one_kind_of_signal_per_encoding():
         assert (p.max_len == 256) == (enc == "learned")
     with pytest.raises(ValueError, match="unknown positional encoding"):
         Positional("absolute", 8, 2)
+
+
+# ---------------------------------------------------------------- direction and sign of every scheme
+def test_alibi_slopes_are_the_papers_geometric_sequence():
+    assert alibi_slopes(4).tolist() == [2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8]
+    assert alibi_slopes(8).tolist() == [2.0 ** (-k) for k in range(1, 9)]
+
+
+def test_symmetric_alibi_penalises_distance_on_both_sides_equally():
+    n, slopes = 9, alibi_slopes(4)
+    bias = alibi_bias(n, 4, directional=False)
+    for h in range(4):
+        for i in range(n):
+            for j in range(n):
+                assert bias[h, i, j].item() == pytest.approx(-slopes[h].item() * abs(j - i))
+    assert (bias <= 0).all()
+
+
+def test_directional_alibi_left_heads_see_only_the_left_and_penalise_distance():
+    """Even heads look left (keys j < i), odd heads right (j > i); each pair shares one slope; the
+    nearest allowed key gets 0 and every further key slope·(distance − 1) less: never more."""
+    n, n_heads = 10, 4
+    bias = alibi_bias(n, n_heads, directional=True)
+    pair_slopes = alibi_slopes(n_heads // 2).repeat_interleave(2)  # [2^-4, 2^-4, 2^-8, 2^-8]
+    for h in range(n_heads):
+        left = h % 2 == 0
+        for i in range(n):
+            assert bias[h, i, i].item() == -30.0  # itself: only a last resort
+            for j in range(n):
+                if j == i:
+                    continue
+                allowed = j < i if left else j > i
+                if not allowed:
+                    assert bias[h, i, j].item() == float("-inf"), (h, i, j)
+                else:
+                    expected = -pair_slopes[h].item() * (abs(j - i) - 1)
+                    assert bias[h, i, j].item() == pytest.approx(expected), (h, i, j)
+    # Content-free attention of a left head at query 5: the nearest left key takes the most
+    # weight and the weights fall with distance; nothing to the right.
+    w = bias[0, 5].softmax(-1)
+    assert w[6:].sum() == 0 and (w[:5].diff() > 0).all() and w[4] > w[5]
+
+
+def test_rope_turns_each_pair_forward_by_position_times_frequency():
+    """x at position p, as a complex number per (even, odd) pair, is multiplied by e^{i p ω_k}:
+    (1, 0) at position p becomes (cos pω, sin pω) — counter-clockwise, not the other way."""
+    d, n = 8, 12
+    omega = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    x = torch.randn(1, 1, n, d)
+    out = rotate(x)[0, 0].double()
+    z = torch.complex(x[0, 0, :, 0::2].double(), x[0, 0, :, 1::2].double())
+    turned = z * torch.exp(1j * torch.arange(n, dtype=torch.float64)[:, None] * omega)
+    torch.testing.assert_close(out[:, 0::2], turned.real, atol=1e-5, rtol=0)
+    torch.testing.assert_close(out[:, 1::2], turned.imag, atol=1e-5, rtol=0)
+    e0 = torch.zeros(1, 1, 3, d)
+    e0[..., 0] = 1
+    assert rotate(e0)[0, 0, 1, :2].tolist() == pytest.approx([math.cos(1.0), math.sin(1.0)], abs=1e-6)
+
+
+def test_rope_score_is_q_dot_k_turned_by_the_offset():
+    """q at i, k at j: rotate(q)_i · rotate(k)_j = Re(conj(q) k e^{i (j - i) ω}) summed over pairs."""
+    d, n = 16, 20
+    torch.manual_seed(1)
+    q, k = torch.randn(d, dtype=torch.float64), torch.randn(d, dtype=torch.float64)
+    rq = rotate(q.float().expand(1, 1, n, d).contiguous())[0, 0].double()
+    rk = rotate(k.float().expand(1, 1, n, d).contiguous())[0, 0].double()
+    omega = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    zq, zk = torch.complex(q[0::2], q[1::2]), torch.complex(k[0::2], k[1::2])
+    for i, j in [(0, 0), (3, 7), (7, 3), (0, 19), (19, 0), (10, 11)]:
+        expected = (zq.conj() * zk * torch.exp(1j * (j - i) * omega)).real.sum()
+        assert (rq[i] @ rk[j]).item() == pytest.approx(expected.item(), abs=1e-4), (i, j)
+    # An offset and its negative differ (a rotation has a direction), so order is visible.
+    assert abs((rq[3] @ rk[7]) - (rq[7] @ rk[3])) > 1e-3
+
+
+@pytest.mark.parametrize("n_exact", [1, 3])
+def test_relative_bucket_boundaries_on_both_sides(n_exact):
+    rel = RelativeBucketBias(n_heads=1, n_exact=n_exact)
+    n = 12
+    b = rel.buckets(n)
+    far_left, far_right = 0, 2 * n_exact + 2
+    for i in range(n):
+        for j in range(n):
+            off = j - i
+            if off < -n_exact:
+                assert b[i, j] == far_left, (i, j)
+            elif off > n_exact:
+                assert b[i, j] == far_right, (i, j)
+            else:
+                assert b[i, j] == off + n_exact + 1, (i, j)  # exact: one bucket per offset
+    assert len(torch.unique(b)) == 2 * n_exact + 3
+
+
+def test_relative_bias_reads_its_bucket_and_counts_far_keys_exactly():
+    """Bias(i, j) = scale·w[bucket(j - i)] − log(number of keys sharing i's far bucket), the count
+    taken by brute force on both sides, also for a padded row."""
+    n_exact, n = 2, 11
+    rel = RelativeBucketBias(n_heads=2, n_exact=n_exact)
+    with torch.no_grad():
+        rel.bias.weight.copy_(torch.arange(2 * (2 * n_exact + 3), dtype=torch.float32).view(-1, 2) / 10)
+    for length in (n, 7):
+        out = rel(n, torch.tensor([length, n]))[0]  # (heads, q, k), row of real length `length`
+        buckets = rel.buckets(n)
+        for i in range(length):
+            left = [j for j in range(length) if j - i < -n_exact]
+            right = [j for j in range(length) if j - i > n_exact]
+            for j in range(length):
+                count = len(left) if j in left else len(right) if j in right else 1
+                for h in range(2):
+                    expected = rel.scale * rel.bias.weight[buckets[i, j], h].item() - math.log(count)
+                    assert out[h, i, j].item() == pytest.approx(expected, abs=1e-5), (length, i, j, h)
+
+
+def test_sinusoidal_even_columns_are_sines_odd_columns_cosines():
+    pe = sinusoidal_table(5, 4)
+    assert pe[0].tolist() == [0.0, 1.0, 0.0, 1.0]  # position 0: sin 0 = 0, cos 0 = 1
+    assert pe[1, 0].item() == pytest.approx(math.sin(1.0)) and pe[1, 2].item() == pytest.approx(math.sin(0.01))
