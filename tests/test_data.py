@@ -63,3 +63,41 @@ def test_sampler_never_draws_a_held_out_problem_and_is_seeded():
 
 def test_tokens_drop_padding():
     assert tokens([5, 10, 5, PAD]) == ["5", "+", "5"]
+
+
+def carries_by_hand(x: int, y: int, n_digits: int = 3) -> tuple[int, int]:
+    """Column addition on strings: (number of carries, longest run of consecutive carries)."""
+    xs, ys = str(x).zfill(n_digits)[::-1], str(y).zfill(n_digits)[::-1]
+    carry, count, run, longest = 0, 0, 0, 0
+    for p in range(n_digits):
+        carry = int(int(xs[p]) + int(ys[p]) + carry >= 10)
+        count += carry
+        run = run + 1 if carry else 0
+        longest = max(longest, run)
+    return count, longest
+
+
+def test_carry_chains_are_consecutive_carries_not_all_carries():
+    # 101+909: units carry, tens do not, hundreds carry: two carries, longest chain 1
+    n, longest = carry_stats(np.array([101, 990, 909, 0, 5]), np.array([909, 10, 91, 0, 5]))
+    assert n.tolist() == [2, 2, 3, 0, 1]
+    assert longest.tolist() == [1, 2, 3, 0, 1]
+
+
+def test_carry_stats_agree_with_column_addition_by_hand():
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(0, 1000, 3000), rng.integers(0, 1000, 3000)
+    n, longest = carry_stats(a, b)
+    by_hand = np.array([carries_by_hand(x, y) for x, y in zip(a.tolist(), b.tolist())])
+    assert (n == by_hand[:, 0]).all() and (longest == by_hand[:, 1]).all()
+    assert set(longest.tolist()) == {0, 1, 2, 3} and (n != longest).any()
+
+
+def test_targets_round_trip_through_decode_for_every_length():
+    sums = np.array([0, 7, 10, 99, 100, 999, 1000, 1998])
+    for reverse in (False, True):
+        tgt = encode_targets(sums, 3, reverse)
+        assert [decode_digits(row[1:], reverse) for row in tgt.tolist()] == [str(s) for s in sums.tolist()]
+        ends = (tgt == EOS).int().argmax(1)
+        assert ends.tolist() == [len(str(s)) + 1 for s in sums.tolist()]
+        assert ((tgt == PAD) == (torch.arange(tgt.size(1)) > ends[:, None])).all()
