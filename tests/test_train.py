@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from attnkit.adder.evaluate import evaluate
+from attnkit.adder.data import EOS, PAD, VOCAB_SIZE, encode_targets
+from attnkit.adder.evaluate import evaluate, greedy_correct
 from attnkit.adder.model import Seq2SeqConfig
 from attnkit.adder.train import AdderTrainConfig, train_adder
 
@@ -47,12 +48,89 @@ def test_interrupt_keeps_the_best_model_in_a_side_file(tmp_path, monkeypatch):
     assert (tmp_path / "m.interrupted.pt").exists() and (tmp_path / "m.interrupted.json").exists()
 
 
-def test_evaluate_reports_greedy_and_teacher_forced_separately():
-    model = train_adder(TINY, quick(), progress=False).model
-    a, b = np.arange(100), np.arange(100)[::-1]
-    m = evaluate(model, a, b)
-    assert set(m) >= {"exact_match", "per_digit_accuracy", "teacher_forced_token_accuracy",
-                      "teacher_forced_exact_match", "by_carries", "by_longest_chain"}
-    assert sum(v["n"] for v in m["by_carries"].values()) == 100
-    # greedy can only be as right as teacher forcing on the whole sequence
-    assert m["exact_match"] <= m["teacher_forced_exact_match"] + 1e-9
+class Scripted(torch.nn.Module):
+    """Stands in for the adder with fixed answers: `greedy` returns `greedy_out`, and the
+    teacher-forced forward pass predicts `forced` (as one-hot logits)."""
+
+    def __init__(self, greedy_out, forced, cfg=Seq2SeqConfig()):
+        super().__init__()
+        self.cfg = cfg
+        self.weight = torch.nn.Parameter(torch.zeros(1))
+        self.greedy_out, self.forced = torch.tensor(greedy_out), torch.tensor(forced)
+
+    def greedy(self, src):
+        return self.greedy_out
+
+    def forward(self, src, tgt_in):
+        return torch.nn.functional.one_hot(self.forced, VOCAB_SIZE).float()
+
+
+E, P = EOS, PAD
+A, B = np.array([5, 555, 123, 101]), np.array([5, 445, 456, 909])
+#                 sum 10              1000            579             1010
+GOLD = [[1, 0, E, P, P], [1, 0, 0, 0, E], [5, 7, 9, E, P], [1, 0, 1, 0, E]]
+
+
+def scripted():
+    greedy_out = [[1, 0, E, 7, 7],   # right: what follows </s> does not count
+                  [1, 0, 9, 0, E],   # one digit wrong
+                  [5, 7, 9, E, P],   # right
+                  [1, 0, 1, 0, 0]]   # every digit right, but no </s>: wrong
+    forced = [row[:] for row in GOLD]
+    forced[0][3] = 5                 # a wrong guess at a padding position: does not count
+    forced[2][1] = 8                 # one real token wrong
+    return Scripted(greedy_out, forced)
+
+
+def test_evaluate_on_a_hand_built_batch():
+    assert encode_targets(A + B, 3)[:, 1:].tolist() == GOLD
+    m = evaluate(scripted(), A, B)
+    assert m["n"] == 4
+    assert m["exact_match"] == pytest.approx(2 / 4)
+    assert m["per_digit_accuracy"] == pytest.approx(12 / 13)          # 13 sum digits, 1 wrong
+    assert m["teacher_forced_token_accuracy"] == pytest.approx(16 / 17)  # 17 real tokens (</s> too), 1 wrong
+    assert m["teacher_forced_exact_match"] == pytest.approx(3 / 4)
+    # carries: 5+5 one, 555+445 three in a chain, 123+456 none, 101+909 two apart (chain 1)
+    assert m["by_carries"] == {0: {"n": 1, "exact_match": 1.0}, 1: {"n": 1, "exact_match": 1.0},
+                               2: {"n": 1, "exact_match": 0.0}, 3: {"n": 1, "exact_match": 0.0}}
+    assert m["by_longest_chain"] == {0: {"n": 1, "exact_match": 1.0}, 1: {"n": 2, "exact_match": 0.5},
+                                     3: {"n": 1, "exact_match": 0.0}}
+    assert greedy_correct(scripted(), A, B).tolist() == [True, False, True, False]
+
+
+def test_greedy_can_be_wrong_where_teacher_forcing_is_right():
+    """The gap report C fell into: one early wrong digit, then the right continuation of the
+    wrong prefix. Teacher forcing sees the true prefix and gets the whole sum right."""
+    greedy_out = [[2, 0, E, P, P]] + GOLD[1:]
+    m = evaluate(Scripted(greedy_out, GOLD), A, B)
+    assert m["exact_match"] == pytest.approx(3 / 4) and m["teacher_forced_exact_match"] == 1.0
+    assert m["teacher_forced_token_accuracy"] == 1.0
+
+
+def scripted_validation(monkeypatch, scores):
+    """greedy_correct during training returns the given validation scores, one per check, and
+    records the weights it was asked about."""
+    import attnkit.adder.train as train_module
+    scores, states = iter(scores), []
+
+    def validate(model, a, b):
+        states.append({k: v.detach().clone() for k, v in model.state_dict().items()})
+        return np.full(len(a), next(scores))
+
+    monkeypatch.setattr(train_module, "greedy_correct", validate)
+    return states
+
+
+def test_training_keeps_the_best_validated_model_not_the_last(monkeypatch):
+    states = scripted_validation(monkeypatch, [0.2, 0.7, 0.4])
+    result = train_adder(TINY, AdderTrainConfig(max_steps=30, eval_every=10, n_val=200), progress=False)
+    assert result.steps == 30 and [h["val_exact_match"] for h in result.history] == [0.2, 0.7, 0.4]
+    final = result.model.state_dict()
+    assert all(torch.equal(final[k], states[1][k]) for k in final)       # step 20's weights
+    assert not all(torch.equal(final[k], states[2][k]) for k in final)
+
+
+def test_training_stops_once_validation_reaches_the_target(monkeypatch):
+    scripted_validation(monkeypatch, [0.2, 0.7, 0.9])
+    result = train_adder(TINY, AdderTrainConfig(max_steps=30, eval_every=10, n_val=200, target=0.6), progress=False)
+    assert result.steps == 20 and len(result.history) == 2
