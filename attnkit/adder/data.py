@@ -144,7 +144,8 @@ def load_test_set(path: Path = TEST_SET_PATH, n_digits: int = 3) -> tuple[np.nda
     try:
         text = path.read_bytes().decode("ascii")
     except UnicodeDecodeError as e:
-        raise ValueError(f"{path} is not a text file of problems (byte {e.start} is not ASCII)") from e
+        raise ValueError(f"{path} is not a plain-ASCII text file of problems (byte {e.start} is "
+                         f"{e.object[e.start]:#04x}); is it binary?") from e
     if not text.strip():
         raise ValueError(f"{path} holds no problems")
     if not text.endswith("\n"):

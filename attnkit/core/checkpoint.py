@@ -229,9 +229,11 @@ def load_state(model: torch.nn.Module, payload: dict, path: Path) -> None:
     try:
         model.load_state_dict(payload["state_dict"])
     except RuntimeError as e:
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        detail = " ".join(lines[1:3] or lines[:1])[:500]  # the first missing/mismatched weights, not all 50
         raise ValueError(
             f"checkpoint {path} does not fit this model's config: it was saved with "
-            f"{payload.get('config')}. {str(e).splitlines()[0]}"
+            f"{payload.get('config')}. {detail}"
         ) from e
 
 

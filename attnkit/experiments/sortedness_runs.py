@@ -5,10 +5,12 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
 import numpy as np
 import torch
@@ -45,6 +47,21 @@ def _train_and_evaluate(cfg: SortednessConfig, seed: int, train_set, val_set, te
 
 def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored in this process inside the block (where signals can be set: the main thread).
+    A process started meanwhile inherits the ignoring, and Python keeps it (it installs its
+    KeyboardInterrupt handler only where SIGINT has its default action)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def _run_job(job) -> tuple[int, tuple]:
@@ -107,7 +124,8 @@ def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = 
             # Workers ignore SIGINT (a terminal sends it to the whole process group): this process
             # catches it and terminates them, instead of each worker dying with a traceback and a
             # pool that waits for every queued run before it lets go.
-            pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_ignore_sigint)
+            with _sigint_ignored():  # inherited: a worker ignores Ctrl-C from its first instruction
+                pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_ignore_sigint)
             try:
                 jobs = [(i, cfg, seed, shared) for i, (_, cfg, seed) in enumerate(runs)]
                 for i, outcome in pool.imap_unordered(_run_job, jobs):
