@@ -46,7 +46,7 @@ NPM = {
 STATIC = "_static"
 MATHJAX_URL = f"{STATIC}/mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"
 REQUIRE_URL = f"{STATIC}/require.js"
-WIDGETS_URL = f"{STATIC}/html-manager/embed-amd.js"
+WIDGETS_URL = "@jupyter-widgets/html-manager/dist/embed-amd.js"  # where its bundle expects itself
 # The bundled MathJax carries the STIX-Web fonts only (as the classic notebook did): say so before
 # MathJax.js loads, or it asks for TeX fonts that are not there.
 MATHJAX_FONTS = """<script>window.MathJax = {"HTML-CSS": {availableFonts: [], preferredFont: null,
@@ -88,16 +88,27 @@ def extract(tarball: Path, members: dict[str, Path]) -> None:
                     target.write_bytes(tar.extractfile(info).read())
 
 
+def install_widget_renderer(root: Path) -> None:
+    """require.js at REQUIRE_URL and the widget manager at WIDGETS_URL, both relative to `root`.
+    The bundle looks for its icon fonts under @jupyter-widgets/ and @jupyter-widgets/html-manager/dist/
+    relative to the page (its webpack public path), so the fonts go to both."""
+    requirejs, manager = (npm_tarball(spec, integrity) for spec, integrity in NPM.items())
+    extract(requirejs, {"require.js": root / REQUIRE_URL})
+    dist = root / WIDGETS_URL.rsplit("/", 1)[0]
+    extract(manager, {"dist/": dist, "LICENSE": dist / "LICENSE"})
+    for unused in ("embed.js", "libembed-amd.js"):  # embed-amd.js carries libembed-amd itself
+        (dist / unused).unlink(missing_ok=True)
+    for font in dist.iterdir():
+        if font.suffix in (".woff2", ".woff", ".ttf", ".eot", ".svg"):
+            shutil.copy(font, root / "@jupyter-widgets" / font.name)
+
+
 def copy_assets(out: Path) -> None:
     static = out / STATIC
     import jupyter_server_mathjax
     mathjax = Path(jupyter_server_mathjax.__file__).parent / "static"
     shutil.copytree(mathjax, static / "mathjax", ignore=shutil.ignore_patterns("localization"), dirs_exist_ok=True)
-    requirejs, manager = (npm_tarball(spec, integrity) for spec, integrity in NPM.items())
-    extract(requirejs, {"require.js": static / "require.js"})
-    extract(manager, {"dist/": static / "html-manager", "LICENSE": static / "html-manager" / "LICENSE"})
-    for unused in ("embed.js", "libembed-amd.js"):  # embed-amd.js carries libembed-amd itself
-        (static / "html-manager" / unused).unlink(missing_ok=True)
+    install_widget_renderer(out)
     (static / "site.css").write_text(CSS)
     figures = sorted(DOCS.glob("*.png"))
     if figures:
@@ -186,11 +197,12 @@ def tour_html(built: set[str]) -> str:
 
 
 def index_page(built: list[str], titles: dict[str, str], commit: str, timings: dict[str, float]) -> str:
-    figures = sorted((DOCS).glob("*.png"))
-    captions = {}
+    captions = {}  # in the README's order, from docs/figures.json (make_figures.py writes it)
     meta = DOCS / "figures.json"
     if meta.exists():
         captions = {name: entry.get("caption", "") for name, entry in json.loads(meta.read_text())["figures"].items()}
+    figures = sorted(DOCS.glob("*.png"), key=lambda png: (list(captions).index(png.name)
+                                                          if png.name in captions else len(captions), png.name))
     gallery = "\n".join(
         f'<figure><img src="{STATIC}/figures/{png.name}" alt="{html.escape(captions.get(png.name, png.stem))}">'
         f"<figcaption>{html.escape(captions.get(png.name, ''))}</figcaption></figure>" for png in figures)

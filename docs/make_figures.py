@@ -117,12 +117,12 @@ def draw_extrapolation(path: Path) -> None:
 
 
 EXPLORER_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8">
-<script src="require.js"></script>
+<script src="{require}"></script>
 <script type="application/vnd.jupyter.widget-state+json">{state}</script>
 <style>body {{ margin: 0; padding: 10px; background: white; width: 960px; font-family: sans-serif; }}</style>
 </head><body>
 <script type="application/vnd.jupyter.widget-view+json">{view}</script>
-<script src="html-manager/embed-amd.js"></script>
+<script src="{widgets}"></script>
 </body></html>"""
 
 
@@ -135,19 +135,17 @@ def draw_explorer(path: Path, problem: str = "663+497") -> None:
     import attnkit
     from attnkit.ui.widgets import AttentionExplorer
     sys.path.insert(0, str(DOCS))
-    from build_site import NPM, extract, npm_tarball
+    from build_site import REQUIRE_URL, WIDGETS_URL, install_widget_renderer
 
     explorer = AttentionExplorer(attnkit.load_pretrained("adder"))
     explorer.problem.value = problem  # as if typed: the model's answer, checked
     data = embed_data(views=[explorer.widget])
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        requirejs, manager = (npm_tarball(spec, integrity) for spec, integrity in NPM.items())
-        extract(requirejs, {"require.js": tmp / "require.js"})
-        extract(manager, {"dist/": tmp / "html-manager"})
+        install_widget_renderer(tmp)
         page_path = tmp / "explorer.html"
-        page_path.write_text(EXPLORER_PAGE.format(state=json.dumps(data["manager_state"]),
-                                                  view=json.dumps(data["view_specs"][0])))
+        page_path.write_text(EXPLORER_PAGE.format(state=json.dumps(data["manager_state"]), require=REQUIRE_URL,
+                                                  view=json.dumps(data["view_specs"][0]), widgets=WIDGETS_URL))
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
             try:

@@ -9,7 +9,7 @@ Two ways this runs:
 
 On every page: nothing asked of the network (Chromium offline, any http(s) request recorded), no
 script error, no traceback or "Loading widget" text; every output image decoded; every widget
-rendered from its saved state, with the note that moving it needs the live notebook; math typeset
+rendered from its saved state (icon fonts included), with the note that moving it needs the live notebook; math typeset
 by the bundled MathJax. Screenshots go to artifacts/site_*.png.
 """
 from __future__ import annotations
@@ -89,6 +89,8 @@ def open_offline(browser, path: Path):
     outside, errors = [], []
     page.on("request", lambda r: outside.append(r.url) if r.url.startswith(("http:", "https:")) else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
+    # A file the page needs that the site lacks (a font, a MathJax piece) is an error too.
+    page.on("requestfailed", lambda r: errors.append(f"missing {r.url}") if r.url.startswith("file:") else None)
     page.goto(path.as_uri())
     page.wait_for_load_state("load")
     return page, outside, errors
