@@ -25,7 +25,7 @@ from .model import Seq2SeqConfig, Seq2SeqTransformer
 CHECKPOINT = DATA_DIR / "adder.pt"
 ABLATION_MODES = ("zero", "mean")
 TARGET = 0.999        # exact match training aims for (AdderTrainConfig.target); below it, loading warns
-SELF_CHECK_N = 256    # sample sums checked at load (about 30 ms)
+SELF_CHECK_N = 256    # sample sums checked at load (a fraction of a second)
 
 
 class Adder:

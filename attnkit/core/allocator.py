@@ -1,11 +1,11 @@
-"""Keep freed memory in the process: evaluation here was half page faults.
+"""Keep freed memory in the process, so that evaluation does not spend its time on page faults.
 
 Evaluating a batch allocates and frees tensors of a few MB hundreds of times (attention
 scores at length 256: 16 × 4 × 256 × 256 floats = 17 MB; a chunk of 2,048 sums through
 the feed-forward block: 15 MB). glibc serves blocks that big with mmap and hands them back
-to the OS on free, so the next allocation page-faults every 4 KB page in again — in the VMs
-this kit was measured on, that took longer than the arithmetic (evaluating the sortedness test
-set at length 256: 5.8 s, and 2.5 s with freed memory kept; benchmarks/bench_sortedness.py).
+to the OS on free, so the next allocation page-faults every 4 KB page in again, which can
+take longer than the arithmetic (benchmarks/bench_sortedness.py measures it; the README
+gives the figures).
 
 keep_freed_memory() raises glibc's mmap threshold to its 32 MB ceiling and stops it trimming
 the heap: freed blocks are reused instead of returned. The price is that the process keeps

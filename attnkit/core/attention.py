@@ -64,7 +64,7 @@ def attend(weights: Tensor, v: Tensor) -> Tensor:
     """Σ_j weight_j · v_j: (..., q_pos, k_pos) × (..., k_pos, d_v) -> (..., q_pos, d_v)."""
     if weights.size(-2) == 1:
         # The same sum as products and a sum over keys: on a CPU a matrix product with a
-        # single row per head runs ~3x slower than this (greedy decoding).
+        # single row per head is slower than this (greedy decoding; benchmarks/bench_attention.py).
         return (weights.transpose(-2, -1) * v).sum(dim=-2, keepdim=True)
     return weights @ v
 
@@ -72,7 +72,7 @@ def attend(weights: Tensor, v: Tensor) -> Tensor:
 def softmax_short_rows(scores: Tensor) -> Tensor:
     """softmax over the last axis, written out: e^(s - max) / Σ e^(s - max).
 
-    Equal to Tensor.softmax up to rounding (~1e-7), and ~3x faster on a CPU when rows are as
+    Equal to Tensor.softmax up to rounding (~1e-7), and faster on a CPU when rows are as
     short as a decoding step's handful of keys (torch's kernel is built for long rows)."""
     e = (scores - scores.amax(dim=-1, keepdim=True)).exp()
     return e / e.sum(dim=-1, keepdim=True)
