@@ -146,7 +146,7 @@ def check_notebook_page(page, stem: str) -> dict:
     text = page.inner_text("body")
     assert "Traceback" not in text, f"{stem}: a traceback on the page"
     assert "Loading widget" not in text, f"{stem}: a widget did not render"
-    assert not re.search(r"^\w*(Error|Exception): ", text, re.M), f"{stem}: an error message on the page"
+    # (A printed "ValueError: ..." can be the lesson, as in 05; an uncaught error has a traceback.)
     errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
                           has_text=re.compile(r"Error|Traceback"))
     assert errors.count() == 0, errors.first.inner_text()
