@@ -60,3 +60,10 @@ data: setup
 
 bench: setup
 	@for script in benchmarks/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+
+# Every README number recomputed, retraining included (seeds 1-2 and the variants of the sortedness
+# table, notebook 02's short runs, the whole ablation study), and each of notebooks 02-05 run against
+# a broken checkpoint, which must fail: tests/test_claims.py, tests/test_broken_models.py.
+.PHONY: claims
+claims: setup
+	ATTNKIT_CLAIMS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 -p no:cacheprovider tests/test_claims.py tests/test_broken_models.py
