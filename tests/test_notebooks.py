@@ -32,7 +32,7 @@ def test_there_are_notebooks():
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_is_named_and_valid(path):
-    assert re.fullmatch(r"0[1-5]_[a-z0-9_]+\.ipynb", path.name), "notebooks are named NN_topic.ipynb, 01-05"
+    assert re.fullmatch(r"0[1-6]_[a-z0-9_]+\.ipynb", path.name), "notebooks are named NN_topic.ipynb, 01-06"
     nb = read(path)
     nbformat.validate(nb)
     assert nb.metadata.kernelspec.name == "python3"
@@ -105,3 +105,20 @@ def test_notebook_01_solutions_pass_their_checkers(capsys):
         assert eval(compile(ast.Expression(call), "<checker>", "eval"), namespace), ast.unparse(call)
     printed = capsys.readouterr().out.splitlines()
     assert len(printed) == 5 and all(line.startswith("✅") for line in printed), printed
+
+
+def test_notebook_06_solutions_pass_their_checkers(capsys):
+    """Notebook 06's collapsible solutions, run in order, pass its three checkers."""
+    nb = read(ROOT / "notebooks" / "06_how_the_adder_carries.ipynb")
+    namespace = {}
+    exec("import numpy as np, torch\nfrom attnkit.adder.data import carry_stats\n"
+         "from attnkit.ui import interp_checks as checks", namespace)
+    solutions = [m.group(1) for c in nb.cells if c.cell_type == "markdown" for m in SOLUTION.finditer(c.source)]
+    assert len(solutions) == 3
+    for solution in solutions:
+        exec(solution, namespace)
+    assert namespace["checks"].check_normalised_effect(namespace["my_normalised_effect"])
+    assert namespace["checks"].check_patch_hook(namespace["my_patch_hook"])
+    assert namespace["checks"].check_carry_pair(namespace["my_carry_pair"])
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == 3 and all(line.startswith("✅") for line in printed), printed

@@ -45,11 +45,11 @@ def test_the_head_sweep_equals_one_patch_at_a_time(adder):
 
 def test_residual_patching_is_complete_at_the_source_and_empty_before_the_difference(adder):
     res = P.patch_residual(adder, CLEAN, CORRUPTED)
-    assert set(res) == {"enc.0.hook_resid_post", "enc.1.hook_resid_post", "hook_memory",
+    assert set(res) == {"enc.0.hook_resid_post", "enc.1.hook_resid_post",
                         "dec.0.hook_resid_post", "dec.1.hook_resid_post"}
     # the memory holds everything the decoder learns about the source: all positions together restore it
     assert P.patch(adder, CLEAN, CORRUPTED, "hook_memory") == pytest.approx(1.0, abs=1e-5)
-    assert res["hook_memory"].shape == (7,)
+    assert res["enc.1.hook_resid_post"].shape == (7,) and res["dec.1.hook_resid_post"].shape == (5,)
 
 
 def test_classifier_patching():

@@ -87,6 +87,16 @@ def _selector(activation: Tensor, head: Optional[int], positions: Positions) -> 
     return (slice(None), pos)
 
 
+def head_patch_hook(clean_z: Tensor, head: int, pos: int):
+    """A hook for a hook_z point that puts one head's clean z at one position into the run:
+    notebook 06's exercise, and what patch_heads() does for every head and position at once."""
+    def hook(z: Tensor, hook_point) -> Tensor:
+        z = z.clone()
+        z[:, head, pos] = clean_z[:, head, pos]
+        return z
+    return hook
+
+
 @analysis_threads()
 @torch.no_grad()
 def patch(model, clean, corrupted, hook_name: str, head: Optional[int] = None, positions: Positions = None,
@@ -173,16 +183,19 @@ def patch_heads(model, clean, corrupted, modules: Optional[Sequence[str]] = None
 
 @analysis_threads()
 @torch.no_grad()
-def patch_residual(model, clean, corrupted, names: Optional[Sequence[str]] = None) -> dict[str, np.ndarray]:
-    """Patch the residual stream at each of `names` (default: every layer's hook_resid_post, and
-    the adder's memory) one position at a time: {name: (positions,) normalised effect}. Read top to
-    bottom, it shows where the difference between the inputs lives as it flows through the layers."""
+def patch_residual(model, clean, corrupted, names: Optional[Sequence[str]] = None,
+                   output: Optional[int] = None) -> dict[str, np.ndarray]:
+    """Patch the residual stream at each of `names` (default: every layer's hook_resid_post) one
+    position at a time: {name: (positions,) normalised effect} on the whole answer, or on answer
+    token `output` alone. Read top to bottom, it shows where the difference between the inputs
+    lives as it flows through the layers."""
     s = setup(model, clean, corrupted)
     m = s.model
     if names is None:
-        names = [n for n in m.hook_names() if n.endswith("hook_resid_post") or n == "hook_memory"]
+        names = [n for n in m.hook_names() if n.endswith("hook_resid_post")]
     _, cache = m.run_with_cache(*s.clean, names=names)
-    m_clean, m_corrupted = s.metric(m(*s.clean)).sum(), s.metric(m(*s.corrupted)).sum()
+    pick = (lambda v: v.sum(1)) if output is None else (lambda v: v[:, output])
+    m_clean, m_corrupted = pick(s.metric(m(*s.clean)))[0], pick(s.metric(m(*s.corrupted)))[0]
     out = {}
     for name in names:
         value = cache[name]                                      # (1, pos, d_model)
@@ -195,7 +208,7 @@ def patch_residual(model, clean, corrupted, names: Optional[Sequence[str]] = Non
             return x
 
         inputs = [t.expand(n_pos + 1, *t.shape[1:]) for t in s.corrupted]  # + an unpatched baseline row
-        per = s.metric(m.run_with_hooks(*inputs, hooks=[(name, put)])).sum(1)
+        per = pick(s.metric(m.run_with_hooks(*inputs, hooks=[(name, put)])))
         out[name] = ((per[:-1] - per[-1]) / (m_clean - m_corrupted)).cpu().numpy()
     return out
 
