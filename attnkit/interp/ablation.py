@@ -78,7 +78,7 @@ class Problems:
         return len(self.src)
 
 
-def problems_of(model, a=None, b=None) -> Problems:
+def held_out_problems(model, a=None, b=None) -> Problems:
     if a is None:
         a, b = load_test_set()
     return Problems.from_operands(model, a, b)
@@ -104,7 +104,7 @@ def check_baseline(adder, force: bool = False, threshold: float = MIN_BASELINE) 
     model = model_of(adder)
     entry = per_model(model)
     if "baseline" not in entry:
-        p = problems_of(model)
+        p = held_out_problems(model)
         entry["baseline"] = float(plain_matches(model, p, [[]])[0].mean())
     acc = entry["baseline"]
     if acc < threshold:

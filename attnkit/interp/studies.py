@@ -14,7 +14,7 @@ from torch import Tensor
 from ..adder.data import PAD, carry_stats, load_test_set
 from ..core.hooks import gate_z
 from ..core.runtime import analysis_threads
-from .ablation import THRESHOLD_POINTS, Problems, check_baseline, fills_for, model_of, problems_of
+from .ablation import THRESHOLD_POINTS, Problems, check_baseline, fills_for, held_out_problems, model_of
 from .sweep import fast_matches
 
 REMEASURE_POINTS = 5.0   # joint pruning: re-measure prefixes on the full set until the subset loses this
@@ -24,7 +24,7 @@ CARRY_GROUPS = {"no_carry": "no carry", "carry": "≥ 1 carry", "chain_2plus": "
 def sweep_matrix(adder, mode: str = "zero", problems: Optional[Problems] = None) -> np.ndarray:
     """(1 + heads, batch) bool: row 0 the intact model, row 1 + i with head i removed."""
     model = model_of(adder)
-    problems = problems_of(model) if problems is None else problems
+    problems = held_out_problems(model) if problems is None else problems
     return fast_matches(model, problems, [[]] + [[h] for h in model.heads], mode)
 
 
@@ -81,7 +81,7 @@ def joint_pruning(adder, mode: str = "zero", subset: int = 2000, seed: int = 0,
     order, curve_subset = prune_order(model, Problems.from_operands(model, a[idx], b[idx]), mode, progress)
     # Re-measure on the full set every prefix of the order up to the first that costs
     # REMEASURE_POINTS on the subset, and on until one costs >= 1 point on the full set.
-    full_set, full = problems_of(model, a, b), []
+    full_set, full = held_out_problems(model, a, b), []
     end = next((k for k, x in enumerate(curve_subset) if 100 * (curve_subset[0] - x) >= REMEASURE_POINTS), len(order))
     while True:
         full += fast_matches(model, full_set, [order[:k] for k in range(len(full), end + 1)], mode).mean(axis=1).tolist()
@@ -108,7 +108,7 @@ def gradient_importance(adder, mode: str = "zero", force: bool = False, a: Optio
     check_baseline(adder, force)
     model = model_of(adder)
     fills = fills_for(model, mode)
-    p = problems_of(model, a, b)
+    p = held_out_problems(model, a, b)
     totals: dict[str, Tensor] = {}
     modules = model.attention_modules()
     with model.without_hooks(), torch.enable_grad():

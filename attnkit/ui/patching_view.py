@@ -16,11 +16,11 @@ from ..interp.patching import patch_heads
 from .plotting import png_bytes
 from .widget_tools import DISPLAY_DPI, Serial, error_html, show_image
 
-CMAP = "RdBu"  # blue: the patch restores the clean answer; red: it pushes away from it
+PATCH_CMAP = "RdBu"  # blue: the patch restores the clean answer; red: it pushes away from it
 
 
 def _panel(fig, ax, values: np.ndarray, x_labels, y_labels, title: str, vmax: float):
-    image = ax.imshow(values, cmap=CMAP, vmin=-vmax, vmax=vmax, aspect="auto")
+    image = ax.imshow(values, cmap=PATCH_CMAP, vmin=-vmax, vmax=vmax, aspect="auto")
     ax.set_xticks(range(len(x_labels)), x_labels)
     ax.set_yticks(range(len(y_labels)), y_labels)
     ax.set_title(title, fontsize=10)
