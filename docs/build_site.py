@@ -161,13 +161,12 @@ def render(executed: str, stem: str, pages: list[str], commit: str) -> str:
     i = pages.index(stem)
     prev_link = f'<a href="{pages[i - 1]}.html">← {pages[i - 1]}</a>' if i > 0 else ""
     next_link = f'<a href="{pages[i + 1]}.html">{pages[i + 1]} →</a>' if i + 1 < len(pages) else ""
-    note = (f"The widgets below show their saved state; {LIVE_NOTE} (<code>make lab</code>): "
-            "the Python behind them is not running here." if widgets else "")
+    note = (f"Its widgets show their saved state: {LIVE_NOTE} (<code>make lab</code>), since no Python "
+            "runs behind this page." if widgets else "To run it yourself: <code>make lab</code>.")
     banner = f"""
 <nav class="attnkit-site-nav"><a href="index.html">attnkit course</a> · {prev_link} {next_link}</nav>
 <aside class="attnkit-site-note">This page is <code>notebooks/{stem}.ipynb</code>, run top to bottom on the
-committed checkpoints (commit <code>{commit}</code>) with its outputs kept. {note}
-To run it yourself: <code>make lab</code>.</aside>
+committed checkpoints (commit <code>{commit}</code>) with its outputs kept. {note}</aside>
 """
     body, n_head = re.subn(r"(<head[^>]*>)", lambda m: m.group(1) + MATHJAX_FONTS, body, count=1)
     body = body.replace("</head>", f'<link rel="stylesheet" href="{STATIC}/site.css">\n</head>', 1)

@@ -183,8 +183,12 @@ def test_notebook_pages(site, browser):
             if explorer.count():
                 figure = explorer.first.locator("img.attnkit-figure")
                 assert figure.evaluate("i => i.naturalWidth") > 0, "the explorer's heatmap did not decode"
-                explorer.first.scroll_into_view_if_needed()
-                explorer.first.screenshot(path=ARTIFACTS / f"site_{path.stem}_explorer.png")
+            # Each sizeable widget as the page shows it (progress bars left out).
+            widgets = page.locator(".widget-subarea")
+            big = [i for i in range(widgets.count()) if (widgets.nth(i).bounding_box() or {}).get("height", 0) > 150]
+            for n, i in enumerate(big[:2]):
+                widgets.nth(i).scroll_into_view_if_needed()
+                widgets.nth(i).screenshot(path=ARTIFACTS / f"site_{path.stem}_widget{n + 1}.png")
             assert not outside, f"{path.name} asked the network for {outside}"
             assert not errors, f"{path.name}: script errors {errors}"
         finally:
