@@ -1,0 +1,98 @@
+"""How many torch threads should the notebooks use when the laptop is busy? (issue 17)
+
+Runs the same work — a short adder training run (the 60-step control of the issue) and a greedy
+evaluation of the 10,000 held-out sums — with the notebooks' setting (1 torch thread) and with
+torch's default (one thread per core), first on a quiet machine and then while a competing load
+(one busy process per core: what a browser, a second kernel or a build do to a laptop) runs.
+Each setting is timed in the same run, interleaved, so drift hits both alike.
+
+    python benchmarks/bench_threads.py              # about 2 minutes on 2 cores
+    python benchmarks/bench_threads.py --steps 30   # quicker
+
+Why one thread can win under load: every op of a tiny model (d_model 64) is split over all
+threads and waits for the slowest; when another process holds a core, that thread is scheduled
+late on every op, so a two-thread run waits on each of its thousands of small ops.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+from attnkit.adder.data import load_test_set
+from attnkit.adder.evaluate import greedy_correct
+from attnkit.adder.model import Seq2SeqConfig
+from attnkit.adder.train import AdderTrainConfig, train_adder
+from attnkit.core.runtime import torch_threads
+
+CHOSEN = 1                          # what notebooks 02–05 set (torch.set_num_threads(1))
+# torch's default: one thread per core. With OMP_NUM_THREADS set (make test sets 1) torch starts with
+# that instead, so the core count stands in for the default.
+DEFAULT = (os.cpu_count() or 1) if os.environ.get("OMP_NUM_THREADS") else torch.get_num_threads()
+BUSY = "while True: pass"           # one core's worth of competing work
+
+
+def train_seconds(steps: int) -> float:
+    cfg = AdderTrainConfig(max_steps=steps, eval_every=10 ** 6, n_val=200)
+    start = time.perf_counter()
+    train_adder(Seq2SeqConfig(), cfg, progress=False)
+    return time.perf_counter() - start
+
+
+def eval_seconds(model, a, b) -> float:
+    start = time.perf_counter()
+    greedy_correct(model, a, b)
+    return time.perf_counter() - start
+
+
+def measure(steps: int, repeats: int, model, a, b) -> dict:
+    """{threads: {"train": [s, ...], "eval": [s, ...]}}, the settings interleaved."""
+    times = {n: {"train": [], "eval": []} for n in (CHOSEN, DEFAULT)}
+    for _ in range(repeats):
+        for n in times:
+            with torch_threads(n):
+                times[n]["train"].append(train_seconds(steps))
+                times[n]["eval"].append(eval_seconds(model, a, b))
+    return times
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=60, help="training steps per run (default 60)")
+    parser.add_argument("--repeats", type=int, default=1, help="runs per setting and condition")
+    parser.add_argument("--load", type=int, default=os.cpu_count() or 1, help="busy processes (default: one per core)")
+    parser.add_argument("--eval-n", type=int, default=None, help="problems to evaluate (default: all 10,000)")
+    args = parser.parse_args(argv)
+    if os.environ.get("OMP_NUM_THREADS"):
+        print(f"note: OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} is set; {DEFAULT} threads (one per core) "
+              f"stand for torch's default")
+    from attnkit.adder import Adder, CHECKPOINT
+    model = Adder.load(CHECKPOINT, device="cpu").model
+    a, b = load_test_set()
+    a, b = a[:args.eval_n], b[:args.eval_n]
+    print(f"{os.cpu_count()} CPU cores; torch default {DEFAULT} threads, notebooks use {CHOSEN}; "
+          f"{args.steps} training steps and a greedy evaluation of {len(a)} sums per run")
+    results = {"quiet": measure(args.steps, args.repeats, model, a, b)}
+    load = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(args.load)]
+    try:
+        time.sleep(1.0)  # let the load reach its cores
+        results[f"loaded ({args.load} busy processes)"] = measure(args.steps, args.repeats, model, a, b)
+    finally:
+        for p in load:
+            p.kill()
+            p.wait()
+    print(f"\n{'condition':32s} {'work':6s} {f'{CHOSEN} thread':>10s} {f'{DEFAULT} threads':>10s} {'default/chosen':>15s}")
+    for condition, times in results.items():
+        for work in ("train", "eval"):
+            chosen, default = (statistics.median(times[n][work]) for n in (CHOSEN, DEFAULT))
+            print(f"{condition:32s} {work:6s} {chosen:9.1f}s {default:9.1f}s {default / chosen:14.2f}x")
+    return results
+
+
+if __name__ == "__main__":
+    main()
