@@ -15,7 +15,7 @@ from typing import Iterable, Iterator, Optional, Sequence
 import numpy as np
 import torch
 
-from ..core.checkpoint import check_metrics, config_from, load_checkpoint, load_state
+from ..core.checkpoint import check_metrics, config_from, load_checkpoint, load_state, out_of_range
 from ..core.hooks import ActivationCache, ablate_heads
 from ..core.runtime import default_device, eval_threads
 from .data import BOS, DATA_DIR, EOS, PAD, decode_digits, encode_sources, load_test_set, parse_problem, tokens
@@ -41,7 +41,7 @@ class Adder:
         the answers the file's metrics promise (e.g. reverse_output flipped by hand);
         CheckpointWarning when it is marked interrupted or scored below TARGET."""
         payload = load_checkpoint(path, kind="adder")
-        cfg = config_from(Seq2SeqConfig, payload["config"], path, config_problems)
+        cfg = config_from(Seq2SeqConfig, payload["config"], path, adder_config_problems)
         model = Seq2SeqTransformer(cfg)
         load_state(model, payload, path)
         adder = cls(model.to(device or default_device()), payload["metrics"])
@@ -174,16 +174,13 @@ def operands(x, name: str, n_digits: int) -> np.ndarray:
     return arr.astype(np.int64)
 
 
-def config_problems(cfg: Seq2SeqConfig) -> list[str]:
+def adder_config_problems(cfg: Seq2SeqConfig) -> list[str]:
     """What is out of range in an adder config (the bounds are sanity checks, far above the kit's
     sizes, so that a bad file fails here and not deep in torch or after a huge allocation)."""
-    found = [f"{name} = {getattr(cfg, name)} is not in {lo} … {hi}" for name, lo, hi in
-             (("n_digits", 1, 9), ("d_model", 1, 4096), ("n_heads", 1, 64), ("n_enc_layers", 1, 48),
-              ("n_dec_layers", 1, 48), ("d_ff", 1, 16384)) if not lo <= getattr(cfg, name) <= hi]
+    found = out_of_range(cfg, (("n_digits", 1, 9), ("d_model", 1, 4096), ("n_heads", 1, 64),
+                               ("n_enc_layers", 1, 48), ("n_dec_layers", 1, 48), ("d_ff", 1, 16384)))
     if not 0 <= cfg.dropout < 1:
         found.append(f"dropout = {cfg.dropout} is not in [0, 1)")
-    if not found and cfg.d_model % cfg.n_heads:
-        found.append(f"d_model = {cfg.d_model} is not divisible by n_heads = {cfg.n_heads}")
     return found
 
 

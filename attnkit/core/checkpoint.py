@@ -198,6 +198,16 @@ def config_from(cls, raw: dict, path: Path, problems: Callable[[Any], list[str]]
     return cfg
 
 
+def out_of_range(cfg, bounds) -> list[str]:
+    """The config fields outside their (name, lo, hi) bounds, and d_model not divisible by n_heads
+    (the sanity checks every model's config shares)."""
+    found = [f"{name} = {getattr(cfg, name)} is not in {lo} … {hi}" for name, lo, hi in bounds
+             if not lo <= getattr(cfg, name) <= hi]
+    if not found and cfg.d_model % cfg.n_heads:
+        found.append(f"d_model = {cfg.d_model} is not divisible by n_heads = {cfg.n_heads}")
+    return found
+
+
 def _has_type(value: Any, hint: Any) -> bool:
     if typing.get_origin(hint) is typing.Literal:
         return any(type(value) is type(v) and value == v for v in typing.get_args(hint))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..core.checkpoint import DATA_DIR, check_metrics, config_from, load_checkpoint, load_state
+from ..core.checkpoint import DATA_DIR, check_metrics, config_from, load_checkpoint, load_state, out_of_range
 from ..core.positional import ENCODINGS
 from .model import SortednessClassifier, SortednessConfig
 
@@ -30,13 +30,10 @@ def load_results(path: Path = RESULTS_PATH) -> dict:
     return _int_keys(json.loads(Path(path).read_text()))
 
 
-def config_problems(cfg: SortednessConfig) -> list[str]:
+def classifier_config_problems(cfg: SortednessConfig) -> list[str]:
     """What is out of range in a sortedness config (sanity bounds, far above the kit's sizes)."""
-    found = [f"{name} = {getattr(cfg, name)} is not in {lo} … {hi}" for name, lo, hi in
-             (("d_model", 1, 4096), ("n_heads", 1, 64), ("n_layers", 1, 48), ("d_ff", 1, 16384),
-              ("max_len", 1, 1 << 16), ("n_exact", 0, 1024)) if not lo <= getattr(cfg, name) <= hi]
-    if not found and cfg.d_model % cfg.n_heads:
-        found.append(f"d_model = {cfg.d_model} is not divisible by n_heads = {cfg.n_heads}")
+    found = out_of_range(cfg, (("d_model", 1, 4096), ("n_heads", 1, 64), ("n_layers", 1, 48), ("d_ff", 1, 16384),
+                               ("max_len", 1, 1 << 16), ("n_exact", 0, 1024)))
     if not found and cfg.encoding == "rope" and (cfg.d_model // cfg.n_heads) % 2:
         found.append(f"rope needs an even d_head, not {cfg.d_model // cfg.n_heads}")
     return found
@@ -50,7 +47,7 @@ def load_classifier(encoding: str, data_dir: Path = DATA_DIR, device: str = "cpu
         raise ValueError(f"unknown encoding {encoding!r}; choose one of {ENCODINGS}")
     path = checkpoint_path(encoding, data_dir)
     payload = load_checkpoint(path, KIND)
-    cfg = config_from(SortednessConfig, payload["config"], path, config_problems)
+    cfg = config_from(SortednessConfig, payload["config"], path, classifier_config_problems)
     if cfg.encoding != encoding:
         raise ValueError(f"checkpoint {path} holds a {cfg.encoding!r} classifier, not {encoding!r}")
     model = SortednessClassifier(cfg)
