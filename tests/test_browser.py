@@ -2,7 +2,11 @@
 
 Starts `jupyter lab` on a free port (its own config, runtime, settings and workspace folders),
 opens a copy of notebook 03, runs every cell, moves the explorer's sample slider, types a
-problem, and checks that the figure and the answer changed. Screenshots go to artifacts/.
+problem, and checks that the figure and the answer changed; then a small notebook that shows the
+ablation explorer (notebook 04) and the sortedness explorer (notebook 05), clicks heads fast, and
+checks that every explorer figure is shown at no less than its own pixel size (its text, at least
+8 pt at 96 dpi, is then >= 10 px on screen) and every notebook figure at >= 90 % of it. Screenshots
+of each explorer at JupyterLab's default width go to artifacts/.
 
 Chromium comes from the system (`make test` installs Debian's package); Playwright's own
 browser download is not used. Without Chromium the test is skipped, except under CI (the CI
@@ -38,6 +42,34 @@ CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
 DONE = "notebook 03: every cell ran"  # printed by the notebook's last cell
+# The other two explorers, in a small notebook of their own (running notebooks 04 and 05 whole would
+# double the test's time for nothing the unit tests do not check).
+EXPLORERS = "explorers.ipynb"
+EXPLORER_CELLS = [
+    "import torch\ntorch.set_num_threads(1)\nimport attnkit\nfrom attnkit.ui.widgets import AblationExplorer\n"
+    "from attnkit.ui.sortedness_plots import SortednessExplorer\nadder = attnkit.load_pretrained('adder')",
+    "ablation = AblationExplorer(adder, n_problems=500)\nablation",
+    "sortedness = SortednessExplorer({enc: attnkit.load_pretrained(f'sortedness-{enc}') for enc in ('alibi', 'rope')})\n"
+    "sortedness",
+    "print('explorers: every cell ran')",
+]
+# Each explorer image: (shown width / PNG width); each notebook figure likewise. The explorers'
+# smallest text is 8 pt at 96 dpi (10.7 px) and the notebooks' 8 pt at 100 dpi (11.1 px).
+SCALES = """() => Array.from(document.querySelectorAll('.jp-OutputArea-output img')).filter(i => i.naturalWidth)
+    .map(i => ({widget: i.classList.contains('widget-image'), natural: i.naturalWidth, shown: i.clientWidth,
+                scale: i.clientWidth / i.naturalWidth}))"""
+MIN_PX = 10.0
+
+
+def check_scales(page, what: str) -> list:
+    """Every image at a size where its smallest text is >= 10 px; the measured scales."""
+    scales = page.evaluate(SCALES)
+    assert scales, f"{what}: no figure found"
+    for s in scales:
+        smallest = 8 * (96 if s["widget"] else 100) / 72 * s["scale"]
+        assert smallest >= MIN_PX, f"{what}: a figure {s['natural']} px wide is shown at {s['shown']} px: " \
+                                   f"its 8 pt text is {smallest:.1f} px on screen"
+    return scales
 SECONDS = 1000  # Playwright counts milliseconds
 
 # Lab settings for an unattended run: no autosave (the copy would gain outputs, harmless but
@@ -83,6 +115,10 @@ def lab(tmp_path_factory):
     work = tmp / "work"
     work.mkdir()
     shutil.copy(NOTEBOOK, work / NOTEBOOK.name)
+    cells = [{"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {}, "outputs": [],
+              "source": src} for i, src in enumerate(EXPLORER_CELLS)]
+    (work / EXPLORERS).write_text(json.dumps({"cells": cells, "metadata": {"kernelspec": {
+        "display_name": "Python 3", "language": "python", "name": "python3"}}, "nbformat": 4, "nbformat_minor": 5}))
     for name, value in SETTINGS.items():
         path = tmp / "settings" / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -185,6 +221,9 @@ def test_explorer_in_jupyterlab(chromium, lab):  # chromium first: no server sta
             first = figure.evaluate(IMAGE_DIGEST)
             settle(page)
             page.screenshot(path=ARTIFACTS / "browser_1_ran.png", full_page=False)
+            explorer.screenshot(path=ARTIFACTS / "browser_03_explorer.png")
+            scales = check_scales(page, "notebook 03")
+            print("notebook 03 figures, shown / own width:", [round(s["scale"], 2) for s in scales])
 
             # Move the sample slider with the keyboard, as a learner can.
             explorer.locator(".attnkit-sample-slider .noUi-handle").focus()
@@ -212,6 +251,51 @@ def test_explorer_in_jupyterlab(chromium, lab):  # chromium first: no server sta
             expect(answer).to_contain_text("not of the form", timeout=30 * SECONDS)
             settle(page)
             explorer.screenshot(path=ARTIFACTS / "browser_4_error.png")
+            expect(figure).to_be_hidden()  # no stale figure under the error
+            check_explorers(page, lab)
         finally:
             browser.close()
     print(f"browser check took {time.monotonic() - start:.1f} s")
+
+
+def run_all(page) -> None:
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
+    page.locator("li.lm-Menu-item[data-command='runmenu:run-all']").click()
+
+
+def check_explorers(page, lab) -> None:
+    """The ablation and sortedness explorers: legible at the default width; fast clicks settle."""
+    page.goto(f"{lab['base']}/lab/tree/{EXPLORERS}?reset&token={lab['token']}")
+    expect_idle(page)
+    run_all(page)
+    from playwright.sync_api import expect
+    expect(page.locator(".jp-OutputArea-output", has_text="explorers: every cell ran")).to_be_visible(
+        timeout=120 * SECONDS)
+    ablation = page.locator(".attnkit-ablation-explorer").first
+    result = ablation.locator(".attnkit-ablation-result")
+    expect(result).to_contain_text("greedy exact match", timeout=60 * SECONDS)
+    # Fast clicks on three heads, twice each (the race of issue 17): the last state must win.
+    heads = ["dec-cross-1-3", "enc-self-1-0", "dec-self-0-2"]
+    for _ in range(2):
+        for head in heads:
+            ablation.locator(f".attnkit-head-{head}").click()
+    ablation.locator(f".attnkit-head-{heads[0]}").click()  # finally: only dec.cross.1.3 removed
+    expect(result).to_contain_text("removed (zero ablation): dec.cross.1.3", timeout=60 * SECONDS)
+    expect(result).not_to_contain_text("⚠")
+    ablation.scroll_into_view_if_needed()
+    settle(page)
+    ablation.screenshot(path=ARTIFACTS / "browser_04_ablation_explorer.png")
+    sortedness = page.locator(".attnkit-sortedness-explorer").first
+    sortedness.scroll_into_view_if_needed()
+    settle(page)
+    sortedness.screenshot(path=ARTIFACTS / "browser_05_sortedness_explorer.png")
+    scales = check_scales(page, "explorers")
+    print("explorer figures (04, 05), shown / own width:", [round(s["scale"], 2) for s in scales])
+    font = ablation.evaluate("e => Math.min(...Array.from(e.querySelectorAll('td, th, button, label'))"
+                             ".map(x => parseFloat(getComputedStyle(x).fontSize)))")
+    assert font >= MIN_PX, f"the ablation explorer's smallest text is {font} px"
+
+
+def expect_idle(page) -> None:
+    from playwright.sync_api import expect
+    expect(page.get_by_text(re.compile(r"\(ipykernel\) \| Idle"))).to_be_visible(timeout=90 * SECONDS)

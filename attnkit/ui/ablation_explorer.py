@@ -75,7 +75,7 @@ class AblationExplorer:
                 for h in range(self.model.cfg.n_heads):
                     head = f"{kind}.{layer}.{h}"
                     t = W.ToggleButton(value=False, description=f"L{layer}H{h}", tooltip=f"remove {head}",
-                                       layout=W.Layout(width="66px"))
+                                       layout=W.Layout(width="76px"))
                     t.add_class("attnkit-head-toggle")
                     t.add_class("attnkit-head-" + head.replace(".", "-"))
                     t.observe(self._on_change, names="value")

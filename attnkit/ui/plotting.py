@@ -192,9 +192,9 @@ def roles_heatmap(roles, measures: Sequence[str] = MEASURES, title: str = "measu
     colour bar. Grey = not defined for that kind of head."""
     shares = [m for m in measures if m != "entropy"]
     n = len(measures)
-    width, height = 1.0 * n + 4.0, 0.26 * len(roles) + 1.6
+    width, height = 0.9 * n + 3.6, 0.26 * len(roles) + 1.6   # 9 in: ~900 px, not shrunk in JupyterLab
     fig = Figure(figsize=(width, height))
-    x0, cell = 1.5 / width, 1.0 / width          # left margin for the head names; one column
+    x0, cell = 1.5 / width, 0.9 / width          # left margin for the head names; one column
     box_y, box_h = 0.5 / height, 1 - 1.2 / height
     left = fig.add_axes((x0, box_y, cell * len(shares), box_h))
     values = roles[shares].to_numpy(dtype=float)
@@ -216,7 +216,7 @@ def roles_heatmap(roles, measures: Sequence[str] = MEASURES, title: str = "measu
         right.set_xticks([0], ["entropy\n(bits)"])
         right.xaxis.set_ticks_position("top")
         right.tick_params(labelleft=False, length=0)
-        fig.colorbar(image, cax=fig.add_axes((bars + 1.1 / width, box_y, 0.12 / width, box_h)),
+        fig.colorbar(image, cax=fig.add_axes((bars + 1.0 / width, box_y, 0.12 / width, box_h)),
                      label="entropy (bits; 0 = one key)")
     fig.suptitle(title, fontsize=11, y=1 - 0.1 / height, va="top")
     return fig
