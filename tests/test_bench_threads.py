@@ -9,7 +9,7 @@ def test_thread_benchmark_compares_both_settings_quiet_and_loaded(capsys):
     spec = importlib.util.spec_from_file_location("bench_threads", BENCH)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    results = bench.main(["--steps", "2", "--eval-n", "100", "--load", "1"])
+    results = bench.main(["--steps", "2", "--eval-n", "100", "--load", "1", "--repeats", "1"])
     assert list(results) == ["quiet", "loaded (1 busy processes)"]
     for times in results.values():
         assert set(times) == {bench.CHOSEN, bench.DEFAULT}
