@@ -365,3 +365,14 @@ def test_retraining_the_adder_meets_the_target(tmp_path):
     m = Adder.load(tmp_path / "adder.pt", device="cpu").metrics
     assert m["exact_match"] >= 0.999 and 300 <= m["steps"] <= 600, (m["exact_match"], m["steps"])
     assert fresh.cfg == Adder.load(device="cpu").cfg
+
+
+@pytest.mark.parametrize("readout", ["max", "mean", "first"])
+def test_every_readout_ignores_padding(readout):
+    """The readout comparison (README: max / mean pool / first token) means something only if a
+    padded row gets the answer it gets alone."""
+    torch.manual_seed(0)
+    from attnkit.sortedness import SortednessClassifier, SortednessConfig
+    model = SortednessClassifier(SortednessConfig(encoding="relative", readout=readout)).eval()
+    short, long = [3, 1, 4, 1, 5], list(range(40))
+    assert model.probabilities([short, long])[0] == pytest.approx(model.probabilities([short])[0], abs=1e-5)
