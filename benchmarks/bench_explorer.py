@@ -21,7 +21,8 @@ from attnkit.adder import CHECKPOINT, Adder
 from attnkit.adder.data import load_test_set
 from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
 from attnkit.ui.plotting import AttentionPlot
-from attnkit.ui.widgets import ALL_HEADS, AttentionExplorer, single_thread
+from attnkit.core.runtime import torch_threads
+from attnkit.ui.widgets import ALL_HEADS, AttentionExplorer
 
 BAR_MS = 150.0
 
@@ -74,7 +75,7 @@ def main() -> None:
 
         def recompute(i):  # the baseline: run the model again on every move, then draw the same way
             i = i % len(a)
-            with single_thread():
+            with torch_threads(1):
                 _, cache = adder.run_with_cache([f"{a[i]}+{b[i]}"])
             plot.png(plot.figure(cache, 0, kind, layer, None if head == ALL_HEADS else head,
                                  adder.cfg.reverse_output))
