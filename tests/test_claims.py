@@ -1,5 +1,6 @@
-"""Every number README.md and the notebooks state about a committed artefact, recomputed from
-the checkpoint in data/ (not read back from a stored metrics dict).
+"""Every number the results (docs/RESULTS.md, linked from the README) and the notebooks state
+about a committed artefact, recomputed from the checkpoint in data/ (not read back from a stored
+metrics dict). The constants below are those numbers, section by section.
 
 Two tiers:
   * the default (`make test`): everything that one CPU thread recomputes in well under a minute —
@@ -31,7 +32,7 @@ from attnkit.sortedness import (SEEDS, evaluate_classifier, load_classifier, loa
 FULL = os.environ.get("ATTNKIT_CLAIMS") == "1"
 full_only = pytest.mark.skipif(not FULL, reason="retrains or runs a whole study: `make claims`")
 
-# ------------------------------------------------------------------ the numbers README.md states
+# ------------------------------------------------------------------ the numbers docs/RESULTS.md states
 ADDER_README = {  # README "The adder (notebook 02)"
     "exact_match": 0.9995, "per_digit_accuracy": 0.9999, "teacher_forced_token_accuracy": 0.9999,
     "by_carries": {0: 0.9994, 1: 0.9997, 2: 0.9991, 3: 1.0},
