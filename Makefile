@@ -59,7 +59,7 @@ data: setup
 	$(PY) -m attnkit study ablation
 
 bench: setup
-	@for script in benchmarks/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+	@for script in benchmarks/bench_*.py benchmarks/check_gpu.py; do echo "== $$script"; $(PY) $$script || exit 1; done
 
 # Every README number recomputed, retraining included (seeds 1-2 and the variants of the sortedness
 # table, notebook 02's short runs, the whole ablation study), and each of notebooks 02-05 run against
