@@ -44,8 +44,8 @@ def main(argv=None) -> None:
         elif command == "train sortedness":
             out = check_output_dir(DATA_DIR if args.out is None else args.out, "--out folder")
         else:
-            from .experiments.ablation_studies import RESULTS_PATH
-            out = check_output_file(RESULTS_PATH if args.out is None else args.out, ".json", "--out")
+            from .experiments.ablation_studies import ABLATION_RESULTS_PATH
+            out = check_output_file(ABLATION_RESULTS_PATH if args.out is None else args.out, ".json", "--out")
     except (ValueError, TypeError) as e:
         parser.error(str(e))
 

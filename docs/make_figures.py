@@ -100,9 +100,9 @@ def write_small_png(data: bytes, path: Path) -> None:
 
 
 def draw_ablation(path_heatmap: Path, path_pruning: Path) -> None:
-    from attnkit.experiments.ablation_studies import load_results
+    from attnkit.experiments.ablation_studies import load_ablation_results
     from attnkit.ui.ablation_plots import plot_drop_heatmaps, plot_pruning_curves
-    results = load_results()
+    results = load_ablation_results()
     save_png(plot_drop_heatmaps(results), path_heatmap)
     save_png(plot_pruning_curves(results), path_pruning)
 

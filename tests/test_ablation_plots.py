@@ -4,15 +4,15 @@ import io
 import pytest
 
 from attnkit.experiments import ablation_studies as ablation
-from attnkit.experiments.ablation_studies import RESULTS_PATH
+from attnkit.experiments.ablation_studies import ABLATION_RESULTS_PATH
 from attnkit.ui import ablation_plots
 
-pytestmark = pytest.mark.skipif(not RESULTS_PATH.exists(), reason="no committed ablation results")
+pytestmark = pytest.mark.skipif(not ABLATION_RESULTS_PATH.exists(), reason="no committed ablation results")
 
 
 @pytest.fixture(scope="module")
 def results():
-    return ablation.load_results()
+    return ablation.load_ablation_results()
 
 
 @pytest.mark.parametrize("plot", ["plot_drops", "plot_drop_heatmaps", "plot_pruning_curves", "plot_importance"])

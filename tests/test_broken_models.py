@@ -129,7 +129,7 @@ def test_the_data_dir_override_reaches_every_loader(tmp_path):
     """ATTNKIT_DATA_DIR, set before Python starts (as for a notebook kernel), moves every path."""
     code = ("import attnkit.adder.data as d, attnkit.adder.pretrained as p, attnkit.sortedness.pretrained as s, "
             "attnkit.experiments.ablation_studies as a; print(d.TEST_SET_PATH.parent, p.CHECKPOINT.parent, "
-            "s.RESULTS_PATH.parent, s.checkpoint_path('alibi').parent, a.RESULTS_PATH.parent)")
+            "s.RESULTS_PATH.parent, s.checkpoint_path('alibi').parent, a.ABLATION_RESULTS_PATH.parent)")
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "ATTNKIT_DATA_DIR": str(tmp_path)},
                          capture_output=True, text=True, check=True).stdout.split()
     assert out == [str(tmp_path)] * 5

@@ -158,9 +158,9 @@ def loss_points(adder, heads, mode, baseline) -> float:
 
 def check_ablation_headlines(adder) -> None:
     """Each README ablation figure, re-measured by plain greedy decoding on the checkpoint."""
-    from attnkit.experiments.ablation_studies import load_results
+    from attnkit.experiments.ablation_studies import load_ablation_results
     from attnkit.interp.ablation import state_hash
-    results = load_results()
+    results = load_ablation_results()
     assert results["state_sha256"] == state_hash(adder), "ablation_results.json belongs to another checkpoint"
     a, b = load_test_set()
     baseline = float(greedy_correct(adder.model, a, b).mean())
@@ -209,9 +209,9 @@ def test_redundant_heads_each_cost_under_one_point(adder):
 @full_only
 def test_the_whole_ablation_study_reproduces_the_committed_results(adder, tmp_path):
     """`python -m attnkit study ablation` on the committed checkpoint gives data/ablation_results.json."""
-    from attnkit.experiments.ablation_studies import load_results, run_studies
+    from attnkit.experiments.ablation_studies import load_ablation_results, run_studies
     fresh = run_studies(adder, path=tmp_path / "ablation.json", progress=False)
-    committed = load_results()
+    committed = load_ablation_results()
     for mode in ("zero", "mean"):
         new, old = fresh["modes"][mode], committed["modes"][mode]
         assert new["single_head"]["accuracy"] == pytest.approx(old["single_head"]["accuracy"], abs=1e-9)

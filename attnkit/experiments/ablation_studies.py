@@ -13,10 +13,10 @@ from ..interp.ablation import MODES, THRESHOLD_POINTS, check_baseline, model_of,
 from ..interp.studies import (REMEASURE_POINTS, carry_breakdown, compare_rankings, gradient_importance,
                               joint_pruning, single_head_sweep, sweep_matrix)
 
-RESULTS_PATH = DATA_DIR / "ablation_results.json"
+ABLATION_RESULTS_PATH = DATA_DIR / "ablation_results.json"
 
 
-def run_studies(adder=None, path=RESULTS_PATH, force: bool = False, subset: int = 2000, progress: bool = True) -> dict:
+def run_studies(adder=None, path=ABLATION_RESULTS_PATH, force: bool = False, subset: int = 2000, progress: bool = True) -> dict:
     """Every study in both modes, saved to data/ablation_results.json (`python -m attnkit study ablation`).
     `path` is checked (a writable .json file path) before any work; an interrupted run writes nothing."""
     from tqdm.auto import tqdm
@@ -70,7 +70,7 @@ def _rounded(obj, digits: int = 6):
     return obj
 
 
-def load_results(path=RESULTS_PATH) -> dict:
+def load_ablation_results(path=ABLATION_RESULTS_PATH) -> dict:
     if not Path(path).exists():
         raise FileNotFoundError(f"no results at {path}: run `python -m attnkit study ablation`")
     return json.loads(Path(path).read_text())

@@ -1,5 +1,5 @@
 """Tables and figures of the ablation studies (notebook 04), read from their results dict
-(`ablation.load_results()` or `ablation.run_studies()`). Every figure is a matplotlib Figure:
+(`ablation_studies.load_ablation_results()` or `ablation_studies.run_studies()`). Every figure is a matplotlib Figure:
 save it with fig.savefig("x.png") or ".svg"."""
 from __future__ import annotations
 
