@@ -42,6 +42,7 @@ CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
 DONE = "notebook 03: every cell ran"  # printed by the notebook's last cell
+NOTEBOOK_06 = ROOT / "notebooks" / "06_how_the_adder_carries.ipynb"  # run whole: its patching explorer
 # The other two explorers, in a small notebook of their own (running notebooks 04 and 05 whole would
 # double the test's time for nothing the unit tests do not check).
 EXPLORERS = "explorers.ipynb"
@@ -115,6 +116,7 @@ def lab(tmp_path_factory):
     work = tmp / "work"
     work.mkdir()
     shutil.copy(NOTEBOOK, work / NOTEBOOK.name)
+    shutil.copy(NOTEBOOK_06, work / NOTEBOOK_06.name)
     cells = [{"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {}, "outputs": [],
               "source": src} for i, src in enumerate(EXPLORER_CELLS)]
     (work / EXPLORERS).write_text(json.dumps({"cells": cells, "metadata": {"kernelspec": {
@@ -253,6 +255,7 @@ def test_explorer_in_jupyterlab(chromium, lab):  # chromium first: no server sta
             explorer.screenshot(path=ARTIFACTS / "browser_4_error.png")
             expect(figure).to_be_hidden()  # no stale figure under the error
             check_explorers(page, lab)
+            check_notebook_06(page, lab)
         finally:
             browser.close()
     print(f"browser check took {time.monotonic() - start:.1f} s")
@@ -304,6 +307,39 @@ def check_explorers(page, lab) -> None:
     font = ablation.evaluate("e => Math.min(...Array.from(e.querySelectorAll('td, th, button, label'))"
                              ".map(x => parseFloat(getComputedStyle(x).fontSize)))")
     assert font >= MIN_PX, f"the ablation explorer's smallest text is {font} px"
+
+
+def check_notebook_06(page, lab) -> None:
+    """Notebook 06 run whole: no traceback, its figures legible, the patching explorer answers a
+    new pair and shows a malformed one's error inside itself, with no stale figure under it."""
+    from playwright.sync_api import expect
+    page.goto(f"{lab['base']}/lab/tree/{NOTEBOOK_06.name}?reset&token={lab['token']}")
+    expect_idle(page)
+    run_all(page)
+    expect(page.locator(".jp-OutputArea-output", has_text="notebook 06: every cell ran")).to_be_visible(
+        timeout=180 * SECONDS)
+    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
+                          has_text="Traceback")
+    assert errors.count() == 0, errors.first.inner_text()
+    scales = check_scales(page, "notebook 06")
+    print("notebook 06 figures, shown / own width:", [round(s["scale"], 2) for s in scales])
+    explorer = page.locator(".attnkit-patching-explorer").first
+    figure = explorer.locator("img")
+    explorer.scroll_into_view_if_needed()
+    expect(figure).to_be_visible(timeout=30 * SECONDS)
+    before = figure.evaluate(IMAGE_DIGEST)
+    settle(page)
+    explorer.screenshot(path=ARTIFACTS / "browser_06_patching_explorer.png")
+    box = explorer.locator("input").first
+    box.fill("12a+3")
+    box.press("Enter")
+    expect(explorer).to_contain_text("not of the form", timeout=30 * SECONDS)
+    expect(figure).to_be_hidden()
+    box.fill("150+160")
+    box.press("Enter")
+    expect(figure).to_be_visible(timeout=30 * SECONDS)
+    new_image(figure, before)
+    expect(explorer).to_contain_text("clean run − corrupted run")
 
 
 # The heads whose toggle is pressed (shown red), as ids, in the explorer's order.

@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 
 from ..interp.patching import patch_heads
 from .plotting import png_bytes
-from .widget_tools import DISPLAY_DPI, Serial, error_html, show_image
+from .widget_tools import DISPLAY_DPI, Serial, error_html, hide_image, show_image
 
 PATCH_CMAP = "RdBu"  # blue: the patch restores the clean answer; red: it pushes away from it
 
@@ -124,7 +124,7 @@ class PatchingExplorer:
             result = patch_heads(self.adder, self.clean.value, self.corrupted.value)
         except Exception as e:  # a malformed problem, an operand too long: said in the widget
             self.message.value = error_html(e)
-            self.image.layout.display = "none"
+            hide_image(self.image)
             return
         if stale():
             return
@@ -135,11 +135,11 @@ class PatchingExplorer:
                 self.output.options, self.output.value = options, keep
         k = self.output.value
         effects = result.effect if k < 0 else {n: np.nan_to_num(e[:, :, k]) for n, e in result.by_output.items()}
-        what = "the whole answer" if k < 0 else f"answer token {k} ('{result.labels['out'][k]}')"
+        what = "the clean answer" if k < 0 else f"token {k} ('{result.labels['out'][k]}') of the clean answer"
         gap = (result.clean_metric - result.corrupted_metric)
         gap = gap.sum() if k < 0 else gap[k]
         self.result = result
-        self.message.value = (f"log-probability of the clean answer's {what}: clean run − corrupted run = {gap:.2f}"
+        self.message.value = (f"log-probability of {what}: clean run − corrupted run = {gap:.2f}"
                               + (" — too small to normalise by: pick another token or pair" if abs(gap) < 1e-3 else ""))
         fig = plot_head_patching(effects, result.labels, title=f"patching {self.clean.value} into "
                                  f"{self.corrupted.value}: effect on {what}")
