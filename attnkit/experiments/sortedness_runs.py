@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -62,6 +63,22 @@ def _sigint_ignored() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+def _stop_now(pool, data_dir: Path, grace: float = 5.0) -> None:
+    """On Ctrl-C: pool.terminate() (in run_experiment) usually stops the workers in under a second,
+    but it can wait forever on a pipe a terminated worker held (seen under load). So this process
+    ends within `grace` seconds whatever it waits on: the workers killed, the message said, exit
+    130. Nothing has been written yet, so ending hard loses nothing."""
+    def hard_exit() -> None:
+        for process in list(getattr(pool, "_pool", [])):
+            process.kill()
+        print(f"\ninterrupted: nothing new was written to {data_dir}; its checkpoints and results stayed "
+              f"as they were", file=sys.stderr, flush=True)
+        os._exit(130)
+    timer = threading.Timer(grace, hard_exit)
+    timer.daemon = True
+    timer.start()
 
 
 def _run_job(job) -> tuple[int, tuple]:
@@ -131,6 +148,9 @@ def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = 
                 for i, outcome in pool.imap_unordered(_run_job, jobs):
                     record(*runs[i], outcome)
                 pool.close()
+            except KeyboardInterrupt:
+                _stop_now(pool, data_dir)
+                raise
             finally:
                 pool.terminate()  # at once, also on Ctrl-C or an error in a run
                 pool.join()
