@@ -16,6 +16,8 @@ from attnkit.interp.sweep import _decide
 from attnkit.adder.data import BOS, EOS, PAD, carry_stats, load_test_set
 from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 
 def untrained(seed=0, **cfg) -> Adder:
     torch.manual_seed(seed)
@@ -29,15 +31,6 @@ def own_answers(model, a, b) -> A.Problems:
     after_eos = ((out == EOS).cumsum(1) - (out == EOS).long()) > 0
     gold = out.masked_fill(after_eos | ((out == PAD).cumsum(1) > 0), PAD)
     return A.Problems(p.src, torch.cat([torch.full_like(out[:, :1], BOS), out[:, :-1]], dim=1), gold)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """These models are tiny: one thread is as fast, and far faster when the cores are shared."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

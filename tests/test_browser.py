@@ -32,15 +32,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import CHROMIUM, CHROMIUM_ARGS, in_ci
 
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "03_attention_heatmaps.ipynb"
 ARTIFACTS = ROOT / "artifacts"
-CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
 DONE = "notebook 03: every cell ran"  # printed by the notebook's last cell
 NOTEBOOK_06 = ROOT / "notebooks" / "06_how_the_adder_carries.ipynb"  # run whole: its patching explorer
 # The other two explorers, in a small notebook of their own (running notebooks 04 and 05 whole would
@@ -81,21 +79,6 @@ SETTINGS = {
                                                                        "checkForUpdates": False},
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
 }
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    if CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK):
-        return str(CHROMIUM)
-    message = (f"Chromium not found at {CHROMIUM}: `make test` installs it (apt-get install chromium), "
-               f"or set CHROMIUM=/path/to/chromium")
-    if in_ci():
-        pytest.fail(message + " — CI must run the browser test")
-    pytest.skip(message)
 
 
 def free_port() -> int:

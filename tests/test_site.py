@@ -23,32 +23,16 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import CHROMIUM, CHROMIUM_ARGS, in_ci
 
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "artifacts"
-CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
 SUBSET = ["01", "03"]  # the in-suite build: figures and math (01), widgets (03)
 LIVE_NOTE = "moving them needs the live notebook"
 MATHJAX_TEX_FONTS = "/_static/mathjax/fonts/HTML-CSS/TeX/"
 WIDGET_VIEW = "script[type='application/vnd.jupyter.widget-view+json']"
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    if CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK):
-        return str(CHROMIUM)
-    message = f"Chromium not found at {CHROMIUM}: `make test` installs it, or set CHROMIUM=/path/to/chromium"
-    if in_ci():
-        pytest.fail(message + " — CI must run the site test")
-    pytest.skip(message)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,36 @@
+"""What several test modules share: one torch thread, and the system's Chromium (or a skip, never
+a skip under CI)."""
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+# headless as root, on a machine whose network is closed: no sandbox, no background connections
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """The kit's models are tiny: one thread is as fast, and far faster when the cores are shared."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    if CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK):
+        return str(CHROMIUM)
+    message = (f"Chromium not found at {CHROMIUM}: `make test` installs it (apt-get install chromium), "
+               f"or set CHROMIUM=/path/to/chromium")
+    if in_ci():
+        pytest.fail(message + " — CI must run the browser tests")
+    pytest.skip(message)
