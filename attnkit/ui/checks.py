@@ -1,12 +1,13 @@
 """Checkers for a learner's own attention code (notebook 01's exercises).
 
-Each checker calls the learner's code on small random inputs, compares the result
-with attnkit's reference, and prints one line: a pass, or a hint that names the
-likely mistake. It returns True when the code passed. An exception raised by the
-learner's code never escapes as a traceback: it becomes a hint too.
+Each checker calls the learner's code on small random inputs of several shapes, compares the
+result with attnkit's reference, and prints one line: a pass, or a hint that names the likely
+mistake. It returns True when the code passed. Nothing the learner hands over (a wrong
+signature, a list, numpy, a class that is not a module) escapes as a traceback: it becomes a
+hint too. The other notebooks' checkers (adder_checks, heatmap_checks, ...) use the helpers here.
 
     >>> checks.check_causal_mask(my_causal_mask)
-    ✅ causal_mask: passed — matches the reference for 1, 4 and 7 positions
+    ✅ causal_mask: passed — matches the reference for 1, 4, 7 and 13 positions
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import inspect
 import math
 from typing import Callable, Optional
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -32,42 +34,82 @@ class NotDone(Hint):
 
 
 def _checker(title: str):
-    """Turn `check(...) -> pass message` (raising Hint) into `check(...) -> bool` that prints."""
+    """Turn `check(...) -> pass message` (raising Hint) into `check(...) -> bool` that prints one line."""
     def wrap(check):
         @functools.wraps(check)
         def run(*args, **kwargs) -> bool:
+            rng_state = torch.get_rng_state()  # a checker never moves the learner's random numbers
             try:
                 message = check(*args, **kwargs)
             except Hint as hint:
                 print(f"{hint.icon} {title}: {hint}")
                 return False
+            except Exception as e:  # whatever the learner handed over: one line, never a traceback
+                print(f"❌ {title}: the checker could not use what you passed ({_first_line(e)}) — "
+                      "compare your code's signature and return value with the exercise's")
+                return False
+            finally:
+                torch.set_rng_state(rng_state)
             print(f"✅ {title}: passed — {message}")
             return True
         return run
     return wrap
 
 
+def _first_line(e: BaseException) -> str:
+    return f"{type(e).__name__}: " + (str(e).strip().splitlines() or [""])[0]
+
+
+# Common exception messages and what they usually mean in a learner's attention code.
+_ERROR_HINTS = [
+    ("NoneType", "mask=None must mean 'no mask': guard the masking with `if mask is not None`"),
+    ("view size is not compatible", "after a transpose the tensor is not contiguous: use .reshape (or .contiguous().view)"),
+    ("positional argument", "your function's arguments differ from the exercise's: the checker calls it exactly as the exercise shows"),
+    ("unexpected keyword argument", "your function's arguments differ from the exercise's: use the names the exercise gives"),
+    ("missing 1 required", "your function's arguments differ from the exercise's: the checker calls it exactly as the exercise shows"),
+    ("object has no attribute", "arguments in the wrong order, or a list/number where a tensor is expected? check the exercise's signature"),
+    ("cannot assign module before Module.__init__", "call super().__init__() first in __init__"),
+    ("shapes cannot be multiplied", "a matrix product with the wrong axes: with batch and head axes, transpose with "
+                                    "k.transpose(-2, -1) (k.T reverses every axis) and index axes from the end"),
+    ("must match the size of tensor", "axes do not line up: with batch and head axes, transpose with k.transpose(-2, -1) "
+                                      "(k.T reverses every axis), index axes from the end, and do not use the notebook's globals"),
+    ("shape '[", "a reshape to a fixed or wrong size: take every size from the input's .shape, not from the notebook's globals"),
+    ("is invalid for input of size", "a reshape to a fixed or wrong size: take every size from the input's .shape, not from the notebook's globals"),
+]
+
+
 def _call(fn: Callable, *args, context: str = "", **kwargs):
-    """Call the learner's code; turn any exception into a Hint."""
+    """Call the learner's code; turn any exception into a Hint naming it and what it usually means."""
+    if not callable(fn):
+        raise Hint(f"expected a function or class, got a {type(fn).__name__}: pass the function itself, without calling it")
     try:
         return fn(*args, **kwargs)
     except NotImplementedError:
-        raise NotDone("not implemented yet — fill in the stub above (a collapsible solution follows it)")
+        raise NotDone("not implemented yet — fill in the stub above") from None
     except Exception as e:
-        first_line = (str(e).strip().splitlines() or [""])[0]
-        hint = f"your code raised {type(e).__name__}{context}: {first_line}"
-        if "NoneType" in first_line:
-            hint += " — mask=None must mean 'no mask': guard the masking with `if mask is not None`"
-        elif "view size is not compatible" in first_line:
-            hint += " — after a transpose the tensor is not contiguous: use .reshape (or .contiguous().view)"
+        hint = f"your code raised {type(e).__name__}{context}: {(str(e).strip().splitlines() or [''])[0]}"
+        for fragment, meaning in _ERROR_HINTS:
+            if fragment in str(e):
+                hint += f" — {meaning}"
+                break
         raise Hint(hint) from None
 
 
-def _as_tensor(x, what: str, shape: tuple) -> Tensor:
+def _as_tensor(x, what: str, shape: tuple, names: str = "") -> Tensor:
+    """x as a tensor of `shape`, or a hint saying what it is instead; `names` reads the shape, e.g. "(batch, pos)"."""
+    expected = f"{shape}" + (f" = {names}" if names else "")
+    if x is None:
+        raise Hint(f"your {what} is None — did you forget `return`?")
+    if isinstance(x, np.ndarray):
+        raise Hint(f"your {what} is a numpy array: return a torch tensor of shape {expected} (torch.as_tensor)")
     if not isinstance(x, Tensor):
-        raise Hint(f"your {what} is a {type(x).__name__}, expected a tensor of shape {shape}")
+        raise Hint(f"your {what} is a {type(x).__name__}, expected a torch tensor of shape {expected}")
     if tuple(x.shape) != shape:
-        raise Hint(f"your {what} has shape {tuple(x.shape)}, expected {shape}")
+        hint = f"your {what} has shape {tuple(x.shape)}, expected {expected}"
+        if x.numel() == math.prod(shape) and x.dim() == len(shape):
+            hint += (" — the right values in another arrangement: take every size from the input's .shape, "
+                     "not from fixed numbers or the notebook's globals")
+        raise Hint(hint)
     return x
 
 
@@ -85,77 +127,134 @@ def _randn(*shape: int, seed: int) -> Tensor:
 
 # ---------------------------------------------------------------- scaled dot-product attention
 
+def _fitted_scale(weights: Tensor, scores: Tensor) -> Optional[float]:
+    """The s with softmax(s · scores) == weights, if there is one (from the log-weights' slope)."""
+    if not (weights > 0).all():
+        return None
+    log_w = weights.double().log()
+    a = log_w - log_w.mean(-1, keepdim=True)
+    b = scores.double() - scores.double().mean(-1, keepdim=True)
+    s = ((a * b).sum() / (b * b).sum()).item()
+    return s if _close(weights, (scores * s).softmax(-1)) else None
+
+
+def _diagnose_weights(w: Tensor, q: Tensor, k: Tensor, mask: Optional[Tensor], ref_w: Tensor) -> None:
+    """Raise the hint that names the learner's mistake in `w` (already the right shape)."""
+    d_head = q.size(-1)
+    scores = q @ k.transpose(-2, -1)
+    rows = w.double().sum(-1)
+    if mask is None and not _close(rows, torch.ones_like(rows)):
+        if _close(w.double().sum(-2), torch.ones_like(w.double().sum(-2))):
+            raise Hint("the columns of your weights sum to 1, not the rows: softmax over the key axis, dim=-1")
+        if _close(rows, torch.full_like(rows, 1 / math.sqrt(d_head))):
+            raise Hint("each row sums to 1/sqrt(d_head): you divided after the softmax — scale the scores "
+                       "before it, softmax(q @ kᵀ / sqrt(d_head))")
+        raise Hint(f"rows of your weights sum to {rows.min().item():.3g}..{rows.max().item():.3g}, not 1: "
+                   "the weights are softmax(scores, dim=-1), each row a distribution over the keys")
+    if mask is None:
+        s = _fitted_scale(w, scores)
+        if s is not None:
+            named = {1.0: "scores not scaled: divide q @ kᵀ by sqrt(d_head)",
+                     1 / d_head: "scores divided by d_head: the scale is 1/sqrt(d_head), not 1/d_head",
+                     math.sqrt(d_head): "scores multiplied by sqrt(d_head): divide by it instead"}
+            for scale, hint in named.items():
+                if math.isclose(s, scale, rel_tol=1e-3):
+                    raise Hint(hint)
+            raise Hint(f"your scores are scaled by {s:.4g}, the checker's d_head is {d_head} (scale "
+                       f"{1 / math.sqrt(d_head):.4g}): take d_head from the input, math.sqrt(q.size(-1)), not "
+                       "from a fixed number, the notebook's globals or v's width")
+        raise Hint(f"your weights differ from softmax(q @ kᵀ / sqrt(d_head), dim=-1) ({_max_diff(w, ref_w)}): "
+                   "compute the scores as q @ k.transpose(-2, -1)")
+    # With a mask.
+    full = mask.expand(w.shape)
+    if _close(w, scaled_dot_product_attention(q, k, k, ~mask)[1]):
+        raise Hint("mask inverted: True means 'may attend', so fill the scores where the mask is False "
+                   "(scores.masked_fill(~mask, ...))")
+    if _close(w, scaled_dot_product_attention(q, k, k)[1]):
+        raise Hint("your mask is ignored: the weights are the same as with no mask")
+    blocked = w.masked_select(~full)
+    if blocked.numel() and blocked.abs().max() > 1e-6:
+        raise Hint("weights at masked positions are not zero: before the softmax, fill the masked scores with a "
+                   "very negative number, scores.masked_fill(~mask, torch.finfo(scores.dtype).min) "
+                   "(filling with 0 still leaves exp(0) = 1)")
+    rows = w.double().sum(-1)
+    if not _close(rows, torch.ones_like(rows)):
+        raise Hint("masked after the softmax? masked weights are zero but the rows no longer sum to 1 — "
+                   "fill the masked scores before the softmax instead")
+    raise Hint(f"with a mask your weights differ from the reference ({_max_diff(w, ref_w)})")
+
+
 @_checker("scaled_dot_product_attention")
 def check_scaled_dot_product_attention(fn: Callable) -> str:
     """`fn(q, k, v, mask=None) -> (output, weights)`, mask bool with True = may attend."""
-    batch, heads, q_pos, k_pos, d_head, d_v = 2, 3, 4, 5, 16, 6  # d_head=16: a missing 1/√d_head shows
-    q, k, v = _randn(batch, heads, q_pos, d_head, seed=1), _randn(batch, heads, k_pos, d_head, seed=2), \
-        _randn(batch, heads, k_pos, d_v, seed=3)
-    out_shape, w_shape = (batch, heads, q_pos, d_v), (batch, heads, q_pos, k_pos)
+    # 4-D (batch, heads, pos, d_head) with d_head 16; 2-D with d_head 9 (a hard-coded scale of 4 shows);
+    # batch 1 with one query. q_pos != k_pos != d_v everywhere, so a swapped axis changes a shape.
+    cases = [((2, 3), 4, 5, 16, 6), ((), 3, 7, 9, 5), ((1,), 1, 6, 10, 3)]
+    for case, (lead, q_pos, k_pos, d_head, d_v) in enumerate(cases):
+        seed = 10 * case
+        q, k, v = (_randn(*lead, q_pos, d_head, seed=seed), _randn(*lead, k_pos, d_head, seed=seed + 1),
+                   _randn(*lead, k_pos, d_v, seed=seed + 2))
+        where = f" ({len(lead) + 2}-D inputs, q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        out_names = "(..., q_pos, d_v)"
+        w_shape = (*lead, q_pos, k_pos)
 
-    def run(mask: Optional[Tensor], context: str, nan_hint: str) -> tuple[Tensor, Tensor]:
-        args = (q.clone(), k.clone(), v.clone()) + (() if mask is None else (mask.clone(),))
-        result = _call(fn, *args, context=context)
-        if not (isinstance(result, tuple) and len(result) == 2):
-            raise Hint("return a pair (output, weights), as attnkit.scaled_dot_product_attention does")
-        out, w = _as_tensor(result[0], "output", out_shape), _as_tensor(result[1], "weights", w_shape)
-        if torch.isnan(out).any() or torch.isnan(w).any():
-            raise Hint(nan_hint)
-        return out, w
+        def run(mask: Optional[Tensor], context: str, nan_hint: str) -> tuple[Tensor, Tensor]:
+            args = (q.clone(), k.clone(), v.clone()) + (() if mask is None else (mask.clone(),))
+            result = _call(fn, *args, context=context + where + ")")
+            if not (isinstance(result, tuple) and len(result) == 2):
+                raise Hint("return a pair (output, weights), as attnkit.scaled_dot_product_attention does")
+            out, w = result
+            if isinstance(w, Tensor) and tuple(w.shape) == (*lead, k_pos, q_pos):
+                raise Hint(f"your weights are (..., k_pos, q_pos) = {tuple(w.shape)}: q and k swapped? "
+                           "the scores are q @ k.transpose(-2, -1), one row per query")
+            if isinstance(out, Tensor) and tuple(out.shape) == (*lead, q_pos, k_pos) and \
+                    isinstance(w, Tensor) and tuple(w.shape) == (*lead, q_pos, d_v):
+                raise Hint("output and weights swapped: return (output, weights), in that order")
+            w = _as_tensor(w, "weights" + where + ")", w_shape, "(..., q_pos, k_pos)")
+            out = _as_tensor(out, "output" + where + ")", (*lead, q_pos, d_v), out_names)
+            if torch.isnan(out).any() or torch.isnan(w).any():
+                raise Hint(nan_hint)
+            again = _call(fn, *args, context=context + where + ")")
+            if isinstance(again, tuple) and isinstance(again[1], Tensor) and not torch.equal(again[1], w):
+                raise Hint("your function gives different weights for the same input: dropout left on? "
+                           "F.dropout defaults to training=True; leave dropout out here")
+            return out, w
 
-    # 1. No mask: the softmax axis and the scale.
-    out, w = run(None, " with mask=None", "NaN in the output with mask=None")
-    ref_out, ref_w = scaled_dot_product_attention(q, k, v)
-    if not _close(w.sum(-1), torch.ones(w_shape[:-1])):
-        if _close(w.sum(-2), torch.ones(batch, heads, k_pos)):
-            raise Hint("rows of your weights do not sum to 1: softmax over the wrong axis? use dim=-1, the key axis")
-        raise Hint("rows of your weights do not sum to 1: apply a softmax over the key axis (dim=-1)")
-    if not _close(w, ref_w):
-        scores = q @ k.transpose(-2, -1)
-        wrong_scales = {
-            1.0: "scores not scaled by 1/sqrt(d_head)? divide q·kᵀ by math.sqrt(q.size(-1))",
-            1 / d_head: "scores divided by d_head: the scale is 1/sqrt(d_head), not 1/d_head",
-            math.sqrt(d_head): "scores multiplied by sqrt(d_head): divide by it instead",
-            1 / math.sqrt(d_v): "scores scaled by v's width: the scale is 1/sqrt(d_head), q's last dimension",
-        }
-        for scale, hint in wrong_scales.items():
-            if _close(w, (scores * scale).softmax(-1)):
-                raise Hint(hint)
-        raise Hint(f"your weights differ from softmax(q·kᵀ / sqrt(d_head)) ({_max_diff(w, ref_w)})")
-    if not _close(out, ref_out):
-        raise Hint(f"your weights are right but the output is not weights @ v ({_max_diff(out, ref_out)})")
+        # 1. No mask: the softmax axis and the scale.
+        out, w = run(None, " with mask=None", "NaN in the output with mask=None")
+        ref_out, ref_w = scaled_dot_product_attention(q, k, v)
+        if not _close(w, ref_w):
+            _diagnose_weights(w, q, k, None, ref_w)
+        if not _close(out, ref_out):
+            raise Hint(f"your weights are right but the output is not weights @ v ({_max_diff(out, ref_out)})")
 
-    # 2. A mask (every row keeps at least one key): its polarity, and masking before the softmax.
-    mask = _randn(batch, 1, q_pos, k_pos, seed=4) > 0   # broadcasts over heads
-    mask[..., 0], mask[..., 1] = True, False            # no row fully masked, none fully open
-    out, w = run(mask, " with a mask", "NaN in the output with a mask, though no row is fully masked")
-    ref_out, ref_w = scaled_dot_product_attention(q, k, v, mask)
-    if not _close(w, ref_w):
-        if _close(w, scaled_dot_product_attention(q, k, v, ~mask)[1]):
-            raise Hint("mask inverted: True means 'may attend', so fill the scores where the mask is False "
-                       "(scores.masked_fill(~mask, float('-inf')))")
-        if _close(w, scaled_dot_product_attention(q, k, v)[1]):
-            raise Hint("your mask is ignored: the weights are the same as with no mask")
-        blocked = w.masked_select(~mask.expand(w_shape))
-        if blocked.abs().max() > 1e-6:
-            raise Hint("weights at masked positions are not zero: fill the masked scores with -inf before the softmax")
-        raise Hint("masked after the softmax? masked weights are zero but rows no longer sum to 1 — "
-                   "fill the masked scores with -inf before the softmax instead")
-    if not _close(out, ref_out):
-        raise Hint(f"with a mask your weights are right but the output is not weights @ v ({_max_diff(out, ref_out)})")
+        # 2. A mask (every row keeps at least one key, none keeps all): its polarity, masking before the softmax.
+        mask = _randn(*lead[:1], *([1] if len(lead) == 2 else []), q_pos, k_pos, seed=seed + 3) > 0
+        mask[..., 0], mask[..., 1] = True, False
+        out, w = run(mask, " with a mask", "NaN in the output with a mask, though no row is fully masked")
+        ref_out, ref_w = scaled_dot_product_attention(q, k, v, mask)
+        if not _close(w, ref_w):
+            _diagnose_weights(w, q, k, mask, ref_w)
+        if not _close(out, ref_out):
+            raise Hint(f"with a mask your weights are right but the output is not weights @ v ({_max_diff(out, ref_out)})")
 
-    # 3. A fully masked row: zeros, never NaN.
-    mask[0, 0, 1] = False
-    out, w = run(mask, " with a fully masked row",
-                 "NaN in the output: a fully masked row? softmax over a row of -inf is 0/0; give a query "
-                 "whose keys are all masked zero weights (e.g. weights * mask.any(-1, keepdim=True))")
-    ref_out, ref_w = scaled_dot_product_attention(q, k, v, mask)
-    if not (_close(w, ref_w) and _close(out, ref_out)):
-        if torch.allclose(w[0, :, 1], torch.full_like(w[0, :, 1], 1 / k_pos)):
-            raise Hint("your fully masked row attends evenly to every key: a query whose keys are all masked "
-                       "should get zero weights and a zero output")
-        raise Hint("a fully masked row should give zero weights and a zero output, and other rows stay as they were")
-    return "matches attnkit's reference with no mask, with a mask, and with a fully masked row (zeros, no NaN)"
+        # 3. A fully masked row: zeros, never NaN.
+        mask[..., 0, :] = False
+        out, w = run(mask, " with a fully masked row",
+                     "NaN in the output for a query whose keys are all masked: a softmax over a row of -inf is "
+                     "0/0, and NaN × 0 is still NaN — fill with torch.finfo(scores.dtype).min instead of -inf "
+                     "(or clean up with torch.nan_to_num), then zero the rows with no key: "
+                     "weights * mask.any(-1, keepdim=True)")
+        ref_out, ref_w = scaled_dot_product_attention(q, k, v, mask)
+        if not (_close(w, ref_w) and _close(out, ref_out)):
+            row = w[..., 0, :]
+            if torch.allclose(row, torch.full_like(row, 1 / k_pos)):
+                raise Hint("your fully masked row attends evenly to every key: a query whose keys are all masked "
+                           "should get zero weights and a zero output — multiply the weights by "
+                           "mask.any(-1, keepdim=True)")
+            raise Hint("a fully masked row should give zero weights and a zero output, and other rows stay as they were")
+    return ("matches attnkit's reference on 4-D, 2-D and batch-1 inputs, with no mask, a mask "
+            "and a fully masked row (zeros, no NaN)")
 
 
 # ---------------------------------------------------------------- causal mask
@@ -163,13 +262,14 @@ def check_scaled_dot_product_attention(fn: Callable) -> str:
 @_checker("causal_mask")
 def check_causal_mask(fn: Callable) -> str:
     """`fn(n_pos) -> (n_pos, n_pos)` bool, True = may attend."""
-    for n in (4, 1, 7):  # 4 first: large enough to tell every wrong triangle apart
-        mask = _as_tensor(_call(fn, n, context=f" for n_pos={n}"), f"mask for n_pos={n}", (n, n))
+    for n in (4, 1, 7, 13):  # 4 first: large enough to tell every wrong triangle apart; 13 > any small buffer
+        mask = _as_tensor(_call(fn, n, context=f" for n_pos={n}"), f"mask for n_pos={n}", (n, n), "(n_pos, n_pos)")
         ref = causal_mask(n)
         if mask.dtype != torch.bool:
             if mask.is_floating_point() and torch.isinf(mask).any():
                 raise Hint("return a bool mask (True = may attend), not an additive mask of 0 and -inf")
-            raise Hint(f"your mask has dtype {mask.dtype}: return a bool tensor (True = may attend)")
+            raise Hint(f"your mask has dtype {mask.dtype}: return a bool tensor (True = may attend), e.g. "
+                       "torch.ones(n_pos, n_pos, dtype=torch.bool).tril()")
         if torch.equal(mask, ref):
             continue
         ones = torch.ones(n, n, dtype=torch.bool)
@@ -187,45 +287,53 @@ def check_causal_mask(fn: Callable) -> str:
             if torch.equal(mask, candidate):
                 raise Hint(hint)
         i, j = (mask != ref).nonzero()[0].tolist()
-        raise Hint(f"for n_pos={n}, mask[{i}, {j}] should be {bool(ref[i, j])}: "
-                   "row i is True at keys 0..i and False after")
-    return "matches the reference for 1, 4 and 7 positions"
+        raise Hint(f"for n_pos={n}, mask[{i}, {j}] should be {bool(ref[i, j])}: row i is True at keys 0..i and "
+                   "False after — build it for the n_pos asked, not from a fixed-size buffer")
+    return "matches the reference for 1, 4, 7 and 13 positions"
 
 
 # ---------------------------------------------------------------- head split and merge
 
+# (batch, pos, heads, d_head): all different within a case; batch 1, one head, odd widths.
+_HEAD_CASES = [(2, 5, 3, 4), (1, 7, 5, 3), (3, 2, 1, 6)]
+
+
 @_checker("split_heads")
 def check_split_heads(fn: Callable) -> str:
     """`fn(x, n_heads)`: (batch, pos, d_model) -> (batch, heads, pos, d_head)."""
-    batch, n_pos, n_heads, d_head = 2, 5, 3, 4  # all different, so a swapped axis shows in the shape
-    x = _randn(batch, n_pos, n_heads * d_head, seed=5)
-    expected = (batch, n_heads, n_pos, d_head)
-    out = _call(fn, x.clone(), n_heads)
-    if isinstance(out, Tensor) and tuple(out.shape) == (batch, n_pos, n_heads, d_head):
-        raise Hint(f"your output has shape {tuple(out.shape)}, expected {expected}: "
-                   "forgot transpose(1, 2) after the view?")
-    out = _as_tensor(out, "output", expected)
-    if torch.equal(out, x.reshape(expected)):
-        raise Hint("wrong transpose: reshaping straight to (batch, heads, pos, d_head) mixes positions into "
-                   "heads; view as (batch, pos, heads, d_head), then transpose(1, 2)")
-    if not torch.equal(out, x.view(batch, n_pos, n_heads, d_head).transpose(1, 2)):
-        raise Hint("wrong values: head h should hold features h*d_head .. (h+1)*d_head - 1 of every position")
-    return "(batch, pos, d_model) -> (batch, heads, pos, d_head) with the right features in each head"
+    for batch, n_pos, n_heads, d_head in _HEAD_CASES:
+        x = _randn(batch, n_pos, n_heads * d_head, seed=5)
+        expected = (batch, n_heads, n_pos, d_head)
+        context = f" for x of shape {tuple(x.shape)}, n_heads={n_heads}"
+        out = _call(fn, x.clone(), n_heads, context=context)
+        if isinstance(out, Tensor) and tuple(out.shape) == (batch, n_pos, n_heads, d_head) != expected:
+            raise Hint(f"your output has shape {tuple(out.shape)}, expected {expected} = (batch, heads, pos, d_head): "
+                       "forgot transpose(1, 2) after the view?")
+        out = _as_tensor(out, "output" + context, expected, "(batch, heads, pos, d_head)")
+        if torch.equal(out, x.view(expected)) and n_heads > 1 and n_pos > 1:
+            raise Hint("wrong transpose: reshaping straight to (batch, heads, pos, d_head) mixes positions into "
+                       "heads; view as (batch, pos, heads, d_head), then transpose(1, 2)")
+        if not torch.equal(out, x.view(batch, n_pos, n_heads, d_head).transpose(1, 2)):
+            raise Hint(f"wrong values{context}: head h should hold features h*d_head .. (h+1)*d_head - 1 of every "
+                       "position, with d_head = d_model // n_heads taken from x")
+    return "(batch, pos, d_model) -> (batch, heads, pos, d_head) for 3 shapes (batch 1, one head, odd widths)"
 
 
 @_checker("merge_heads")
 def check_merge_heads(fn: Callable) -> str:
     """`fn(z)`: (batch, heads, pos, d_head) -> (batch, pos, d_model)."""
-    batch, n_heads, n_pos, d_head = 2, 3, 5, 4
-    z = _randn(batch, n_heads, n_pos, d_head, seed=6)
-    expected = (batch, n_pos, n_heads * d_head)
-    out = _as_tensor(_call(fn, z.clone()), "output", expected)
-    if torch.equal(out, z.reshape(expected)):
-        raise Hint("wrong transpose: reshaping (batch, heads, pos, d_head) straight to (batch, pos, d_model) "
-                   "mixes heads and positions; transpose(1, 2) first, then reshape")
-    if not torch.equal(out, z.transpose(1, 2).reshape(expected)):
-        raise Hint("wrong values: position p should be the concatenation of every head's z at p, head 0 first")
-    return "(batch, heads, pos, d_head) -> (batch, pos, d_model), heads concatenated in order"
+    for batch, n_pos, n_heads, d_head in _HEAD_CASES:
+        z = _randn(batch, n_heads, n_pos, d_head, seed=6)
+        expected = (batch, n_pos, n_heads * d_head)
+        context = f" for z of shape {tuple(z.shape)}"
+        out = _as_tensor(_call(fn, z.clone(), context=context), "output" + context, expected, "(batch, pos, d_model)")
+        if torch.equal(out, z.reshape(expected)) and n_heads > 1 and n_pos > 1:
+            raise Hint("wrong transpose: reshaping (batch, heads, pos, d_head) straight to (batch, pos, d_model) "
+                       "mixes heads and positions; transpose(1, 2) first, then reshape")
+        if not torch.equal(out, z.transpose(1, 2).reshape(expected)):
+            raise Hint(f"wrong values{context}: position p should be the concatenation of every head's z at p, "
+                       "head 0 first")
+    return "(batch, heads, pos, d_head) -> (batch, pos, d_model), heads concatenated in order, for 3 shapes"
 
 
 # ---------------------------------------------------------------- multi-head attention
@@ -250,74 +358,110 @@ def _mha_variant(ref: MultiHeadAttention, x: Tensor, mask: Optional[Tensor], *, 
     return ref.W_O(merged) if W_O else merged
 
 
+def _mha_module(cls, d_model: int, n_heads: int) -> nn.Module:
+    """The learner's module for (d_model, n_heads), or the hint for why it cannot be one."""
+    if isinstance(cls, nn.Module):
+        raise Hint("pass the class itself (MyMultiHeadAttention), not an instance: the checker builds "
+                   "its own with other sizes")
+    if not callable(cls):
+        raise Hint(f"expected your class, got a {type(cls).__name__}")
+    module = _call(cls, d_model, n_heads, context=f" in __init__(d_model={d_model}, n_heads={n_heads})")
+    if not isinstance(module, nn.Module):
+        raise Hint(f"your class builds a {type(module).__name__}, not an nn.Module: declare it as "
+                   "class MyMultiHeadAttention(nn.Module) and call super().__init__() first")
+    missing = [n for n in ("W_Q", "W_K", "W_V", "W_O") if not isinstance(getattr(module, n, None), nn.Linear)]
+    if missing:  # an unfilled stub says so first
+        _call(module, _randn(1, 2, d_model, seed=0), context=" in forward")
+    if missing == ["W_O"]:
+        raise Hint("missing W_O: multi-head attention ends with an output projection, "
+                   "self.W_O = nn.Linear(d_model, d_model), applied to the merged heads")
+    if missing:
+        raise Hint(f"no {', '.join('self.' + m for m in missing)} found (an nn.Linear each): "
+                   "name the projections W_Q, W_K, W_V, W_O, each nn.Linear(d_model, d_model)")
+    for name in ("W_Q", "W_K", "W_V", "W_O"):
+        shape = tuple(getattr(module, name).weight.shape)
+        if shape == (d_model, d_model):
+            continue
+        if shape == (n_heads, n_heads):
+            raise Hint(f"your {name} is nn.Linear({n_heads}, {n_heads}) for d_model={d_model}, n_heads={n_heads}: "
+                       "arguments swapped? __init__ receives (d_model, n_heads) in that order")
+        if d_model // n_heads in shape:
+            raise Hint(f"your {name} maps to or from d_head = {d_model // n_heads} features: each projection covers "
+                       "all heads at once, nn.Linear(d_model, d_model); split into heads afterwards")
+        raise Hint(f"your {name}.weight has shape {shape} for d_model={d_model}: make it nn.Linear(d_model, d_model), "
+                   "sized from __init__'s arguments, not the notebook's globals")
+    return module
+
+
 @_checker("multi_head_attention")
 @torch.no_grad()
 def check_multi_head_attention(cls: Callable) -> str:
     """`cls(d_model, n_heads)` -> a module with nn.Linear W_Q, W_K, W_V, W_O and
     `forward(x, key_padding_mask=None) -> (batch, pos, d_model)`; True in the mask = padding."""
-    batch, n_pos, d_model, n_heads = 2, 5, 12, 3  # d_model not a power of two; d_head = 4
-    x = _randn(batch, n_pos, d_model, seed=7)
-    module = cls if isinstance(cls, nn.Module) else _call(cls, d_model, n_heads, context=" in __init__")
-    if isinstance(cls, nn.Module):
-        d_model, n_heads = module.W_Q.in_features, module.n_heads
-        x = _randn(batch, n_pos, d_model, seed=7)
-    module.eval()
+    # d_model 12 (d_head 4), then batch 1 with d_model 18 and two heads of 9: no power of two, no globals.
+    for case, (batch, n_pos, d_model, n_heads) in enumerate([(2, 5, 12, 3), (1, 7, 18, 2)]):
+        where = f" (d_model={d_model}, n_heads={n_heads}, x {(batch, n_pos, d_model)})"
+        module = _mha_module(cls, d_model, n_heads)
+        module.eval()  # the learner's own dropout, if any, is off
 
-    missing = [name for name in ("W_Q", "W_K", "W_V", "W_O") if not isinstance(getattr(module, name, None), nn.Linear)]
-    if missing:
-        _call(module, x, context=" in forward")  # an unfilled stub says so first
-        if missing == ["W_O"]:
-            raise Hint("missing W_O: multi-head attention ends with an output projection, "
-                       "self.W_O = nn.Linear(d_model, d_model), applied to the merged heads")
-        raise Hint(f"no {', '.join('self.' + m for m in missing)} found: "
-                   "name the projections W_Q, W_K, W_V, W_O, each nn.Linear(d_model, d_model)")
+        # The reference gets the learner's own randomly initialised weights (a missing bias stays zero).
+        ref = MultiHeadAttention(d_model, n_heads).eval()
+        for name in ("W_Q", "W_K", "W_V", "W_O"):
+            mine, theirs = getattr(ref, name), getattr(module, name)
+            mine.weight.copy_(theirs.weight)
+            mine.bias.copy_(theirs.bias if theirs.bias is not None else torch.zeros(d_model))
+        x = _randn(batch, n_pos, d_model, seed=7 + case)
 
-    # The reference gets the learner's own randomly initialised weights (a missing bias stays zero).
-    ref = MultiHeadAttention(d_model, n_heads).eval()
-    for name in ("W_Q", "W_K", "W_V", "W_O"):
-        mine, theirs = getattr(ref, name), getattr(module, name)
-        mine.weight.copy_(theirs.weight)
-        mine.bias.copy_(theirs.bias if theirs.bias is not None else torch.zeros(d_model))
+        def run(context: str, **kwargs) -> Tensor:
+            out = _call(module, x.clone(), context=context + where, **kwargs)
+            if isinstance(out, tuple) and out:  # (output, weights) is fine too
+                out = out[0]
+            out = _as_tensor(out, "output" + where, (batch, n_pos, d_model), "(batch, pos, d_model)")
+            if torch.isnan(out).any():
+                raise Hint(f"NaN in the output{context}{where}")
+            return out
 
-    def run(context: str, **kwargs) -> Tensor:
-        out = _call(module, x.clone(), context=context, **kwargs)
-        if isinstance(out, tuple):  # (output, weights) is fine too
-            out = out[0]
-        out = _as_tensor(out, "output", (batch, n_pos, d_model))
-        if torch.isnan(out).any():
-            raise Hint(f"NaN in the output{context}")
-        return out
+        out = run(" in forward")
+        if not torch.equal(out, run(" in forward")):
+            raise Hint("your module gives different outputs for the same input in eval mode: dropout left on? "
+                       "F.dropout defaults to training=True; use nn.Dropout, or leave dropout out")
+        if not _close(out, ref(x)):
+            wrong = [
+                ("missing W_O: your output skips the output projection; return self.W_O(merged heads)",
+                 dict(W_O=False)),
+                ("heads split with the wrong transpose: view as (batch, pos, heads, d_head), then transpose(1, 2)",
+                 dict(straight_split=True)),
+                ("one head only? your output equals single-head attention; split q, k, v into n_heads heads",
+                 dict(n_heads=1)),
+                ("scores scaled by 1/sqrt(d_model): each head scales by 1/sqrt(d_head), d_head = d_model // n_heads",
+                 dict(scale=1 / math.sqrt(d_model))),
+                ("scores not scaled by 1/sqrt(d_head): divide each head's q @ kᵀ by sqrt(d_head)", dict(scale=1.0)),
+            ]
+            for hint, mistake in wrong:
+                if _close(out, _mha_variant(ref, x, None, **mistake)):
+                    raise Hint(hint)
+            raise Hint(f"your output differs from the reference with the same weights{where} "
+                       f"({_max_diff(out, ref(x))}): check the split into self.n_heads heads, the scale "
+                       "1/sqrt(d_head) and the order W_Q/W_K/W_V -> attention -> merge -> W_O")
 
-    out = run(" in forward")
-    if not _close(out, ref(x)):
-        d_head = d_model // n_heads
-        wrong = [
-            ("missing W_O: your output skips the output projection; return self.W_O(merged heads)",
-             dict(W_O=False)),
-            ("heads split with the wrong transpose: view as (batch, pos, heads, d_head), then transpose(1, 2)",
-             dict(straight_split=True)),
-            ("one head only? your output equals single-head attention; split q, k, v into n_heads heads",
-             dict(n_heads=1)),
-            ("scores scaled by 1/sqrt(d_model): each head scales by 1/sqrt(d_head), d_head = d_model // n_heads",
-             dict(scale=1 / math.sqrt(d_model))),
-            ("scores not scaled by 1/sqrt(d_head)?", dict(scale=1.0)),
-        ]
-        for hint, mistake in wrong:
-            if _close(out, _mha_variant(ref, x, None, **mistake)):
-                raise Hint(hint)
-        raise Hint(f"your output differs from the reference with the same weights ({_max_diff(out, ref(x))})")
-
-    if "key_padding_mask" not in inspect.signature(module.forward).parameters:
-        return "matches attnkit's MultiHeadAttention (add a key_padding_mask argument to check padding too)"
-    pad = torch.zeros(batch, n_pos, dtype=torch.bool)
-    pad[1, -2:] = True  # the second sequence is two tokens shorter
-    out = run(" with a key_padding_mask", key_padding_mask=pad)
-    if not _close(out, ref(x, key_padding_mask=pad)):
-        if _close(out, ref(x, key_padding_mask=~pad)):
-            raise Hint("key_padding_mask is True at padding, so those keys are the ones to block: "
-                       "attend where the mask is False (mask = ~key_padding_mask)")
-        if _close(out, ref(x)):
-            raise Hint("key_padding_mask ignored: the output is the same as without it")
-        raise Hint("with a key_padding_mask your output differs: block keys where it is True, "
-                   "broadcast as key_padding_mask[:, None, None, :] over heads and queries")
-    return "matches attnkit's MultiHeadAttention with the same weights, with and without padding"
+        try:
+            params = inspect.signature(module.forward).parameters
+        except (TypeError, ValueError):
+            params = {}
+        if "key_padding_mask" not in params and not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+            other = [n for n in params if n != "x"]
+            raise Hint(f"forward has no key_padding_mask argument{f' (it has {other[0]!r})' if other else ''}: "
+                       "name it key_padding_mask=None, as PyTorch does — the checker passes it by name")
+        pad = torch.zeros(batch, n_pos, dtype=torch.bool)
+        pad[-1, -2:] = True  # the last sequence is two tokens shorter
+        out = run(" with a key_padding_mask", key_padding_mask=pad)
+        if not _close(out, ref(x, key_padding_mask=pad)):
+            if _close(out, ref(x, key_padding_mask=~pad)):
+                raise Hint("key_padding_mask is True at padding, so those keys are the ones to block: "
+                           "attend where the mask is False (mask = ~key_padding_mask)")
+            if _close(out, ref(x)):
+                raise Hint("key_padding_mask ignored: the output is the same as without it")
+            raise Hint("with a key_padding_mask your output differs: block keys where it is True, "
+                       "broadcast as key_padding_mask[:, None, None, :] over heads and queries")
+    return ("matches attnkit's MultiHeadAttention with the same weights, with and without padding, "
+            "for d_model 12 / 3 heads and 18 / 2 heads")
