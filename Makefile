@@ -26,8 +26,20 @@ lab: setup
 # --nbval-lax runs every cell and their assert cells carry the checks; --dist loadfile keeps
 # each notebook's cells on one worker (one kernel, in order). One thread per worker: two
 # workers already fill two cores, and oversubscribed OpenMP threads made training ~10x slower.
+# The student edition (build/student: every solution a stub) runs under nbval too; the root
+# conftest.py requires every check cell to print ✅ in notebooks/ and ⏳ in the student edition.
 test: setup chromium
-	OMP_NUM_THREADS=1 CHROMIUM=$(CHROMIUM) $(PY) -m pytest -n 2 --dist loadfile --nbval-lax tests notebooks
+	$(PY) -m attnkit student build/student --force
+	OMP_NUM_THREADS=1 CHROMIUM=$(CHROMIUM) $(PY) -m pytest -n 2 --dist loadfile --nbval-lax tests notebooks build/student
+
+# The course for a class: the student edition (stubs, hints, no solutions) to hand out, and the
+# self-study edition (each solution collapsed under its stub). Neither overwrites a changed notebook.
+.PHONY: student self-study
+student: setup
+	$(PY) -m attnkit student student
+
+self-study: setup
+	$(PY) -m attnkit student self-study --with-solutions
 
 # The course site: every notebook run on the committed checkpoints and rendered with its outputs
 # to site/ (index.html first), readable offline; then the site's browser test on every page.

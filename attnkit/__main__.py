@@ -1,8 +1,12 @@
-"""Command line: regenerate every committed checkpoint and result file in data/.
+"""Command line: regenerate every committed checkpoint and result file in data/; make the
+student edition of the course and grade what comes back.
 
     python -m attnkit train adder          # data/adder.pt + data/adder.json
     python -m attnkit train sortedness     # data/sortedness-*.pt + data/sortedness_results.json
     python -m attnkit study ablation       # data/ablation_results.json
+    python -m attnkit student DIR          # the notebooks with stubs for solutions (--with-solutions:
+                                           # each solution kept, collapsed, for self-study)
+    python -m attnkit grade NOTEBOOK...    # run each in a fresh kernel: grades.csv and a summary
 
 --out writes elsewhere (checked before any work starts). Ctrl-C stops a command within a second
 or two, says what was kept and exits with status 130; it never replaces a file with an
@@ -25,7 +29,21 @@ def main(argv=None) -> None:
     study = sub.add_parser("study", help="run a study and save its results JSON")
     study.add_argument("what", choices=["ablation"])
     study.add_argument("--out", help="the results file (.json) instead of data/ablation_results.json")
+    student = sub.add_parser("student", help="write the student edition of the notebooks to DIR")
+    student.add_argument("dir", help="the folder to write (created if missing)")
+    student.add_argument("--with-solutions", action="store_true",
+                         help="keep each solution as a collapsed block under its stub (self-study)")
+    student.add_argument("--force", action="store_true", help="overwrite notebooks in DIR that differ")
+    grade = sub.add_parser("grade", help="grade submitted notebooks: a CSV row per exercise and a summary")
+    grade.add_argument("notebooks", nargs="+", help="the submitted .ipynb files")
+    grade.add_argument("--csv", default="grades.csv", help="the table to write (default grades.csv)")
+    grade.add_argument("--cell-timeout", type=float, default=120,
+                       help="seconds a cell may run before the notebook is stopped (default 120)")
     args = parser.parse_args(argv)
+    if args.command == "student":
+        return _student(parser, args)
+    if args.command == "grade":
+        return _grade(parser, args)
     # One CPU thread: float sums split across threads round differently, and the committed
     # files in data/ must come out bit for bit the same on every run of these commands.
     import torch
@@ -63,6 +81,40 @@ def main(argv=None) -> None:
         print(f"\ninterrupted: nothing new was written to {out}; {kept} stayed as they were",
               file=sys.stderr)
         sys.exit(INTERRUPTED)
+
+
+def _student(parser, args) -> None:
+    from .course.editions import write_student_edition
+    from .course.grading import NOTEBOOKS_DIR
+    try:
+        written = write_student_edition(NOTEBOOKS_DIR, args.dir, args.with_solutions, args.force)
+    except (ValueError, OSError) as e:
+        parser.error(str(e))
+    kind = "self-study edition (solutions collapsed)" if args.with_solutions else "student edition"
+    print(f"wrote the {kind} of {len(written)} notebooks to {args.dir}")
+
+
+def _grade(parser, args) -> None:
+    from tqdm.auto import tqdm
+    from .core.outputs import check_output_file
+    from .course.grading import grade_notebook, summary, write_csv
+    if args.cell_timeout <= 0:
+        parser.error(f"--cell-timeout must be positive, got {args.cell_timeout:g}")
+    try:  # checked before any notebook runs
+        out = check_output_file(args.csv, ".csv", "--csv")
+    except (ValueError, TypeError) as e:
+        parser.error(str(e))
+    rows = []
+    try:
+        for notebook in tqdm(args.notebooks, desc="grading", unit="notebook"):
+            rows += grade_notebook(notebook, args.cell_timeout)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted after {len({r.learner_file for r in rows})} of {len(args.notebooks)} notebooks: "
+              f"{out} was not written (it stayed as it was)", file=sys.stderr)
+        sys.exit(INTERRUPTED)
+    write_csv(rows, out)
+    print(summary(rows))
+    print(f"table: {out}")
 
 
 def _train_adder(out) -> None:

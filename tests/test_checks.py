@@ -398,3 +398,11 @@ class ForwardStub(nn.Module):  # the unfilled notebook-01 layout: __init__ done,
 def test_planted_multi_head_mistakes_get_their_hint(capsys, cls, hint):
     passed, line = run_check(capsys, checks.check_multi_head_attention, cls)
     assert not passed and hint in line, line
+
+
+def test_what_a_learners_code_prints_stays_out_of_the_one_line(capsys):
+    def chatty(n_pos):
+        print("debug: building a mask of", n_pos)
+        return causal_mask(n_pos)
+
+    assert run_check(capsys, checks.check_causal_mask, chatty)[0]

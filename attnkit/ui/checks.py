@@ -11,9 +11,12 @@ hint too. The other notebooks' checkers (adder_checks, heatmap_checks, ...) use 
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import io
 import math
+import warnings
 from typing import Callable, Optional
 
 import numpy as np
@@ -62,7 +65,8 @@ def _first_line(e: BaseException) -> str:
 
 # Common exception messages and what they usually mean in a learner's attention code.
 _ERROR_HINTS = [
-    ("NoneType", "mask=None must mean 'no mask': guard the masking with `if mask is not None`"),
+    ("NoneType", "something is None: an argument that may be None (mask=None means 'no mask': guard it with "
+                 "`if mask is not None`), or a function of yours that forgot to `return`"),
     ("view size is not compatible", "after a transpose the tensor is not contiguous: use .reshape (or .contiguous().view)"),
     ("positional argument", "your function's arguments differ from the exercise's: the checker calls it exactly as the exercise shows"),
     ("unexpected keyword argument", "your function's arguments differ from the exercise's: use the names the exercise gives"),
@@ -83,7 +87,10 @@ def _call(fn: Callable, *args, context: str = "", **kwargs):
     if not callable(fn):
         raise Hint(f"expected a function or class, got a {type(fn).__name__}: pass the function itself, without calling it")
     try:
-        return fn(*args, **kwargs)
+        # What the learner's code prints or warns stays out of the checker's one line.
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return fn(*args, **kwargs)
     except NotImplementedError:
         raise NotDone("not implemented yet — fill in the stub above") from None
     except Exception as e:

@@ -1,0 +1,1 @@
+"""The course around the notebooks: the student edition (`editions`) and grading (`grading`)."""

@@ -1,0 +1,132 @@
+"""Two editions from one source. The notebooks in notebooks/ hold each exercise's worked solution
+between nbgrader's markers, in a cell nbgrader's metadata marks as a solution cell:
+
+    def my_causal_mask(n_pos):
+        # (n_pos, n_pos) bool: True where key j <= query i
+        ### BEGIN SOLUTION
+        return torch.ones(n_pos, n_pos, dtype=torch.bool).tril()
+        ### END SOLUTION
+
+The student edition replaces every such region with a stub that raises NotImplementedError
+(which the checkers report as ⏳), drops every <details> Solution block and every output. The
+self-study edition (with_solutions=True) keeps each solution as a collapsible block under its
+stub. nbgrader's own `generate_assignment` reads the same markers and metadata.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import nbformat
+
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+STUB = 'raise NotImplementedError("your code here")'
+SOLUTION_DETAILS = re.compile(r"<details>\s*<summary>\s*Solution\s*</summary>.*?</details>\s*", re.S)
+
+
+def is_solution_cell(cell) -> bool:
+    return bool(cell.get("metadata", {}).get("nbgrader", {}).get("solution"))
+
+
+def exercise_ids(nb) -> list[str]:
+    """The exercises a notebook checks, in order: the ids of its check cells."""
+    return [cell.metadata["attnkit"]["exercise"] for cell in nb.cells
+            if "check" in cell.get("metadata", {}).get("tags", [])]
+
+
+def stub_source(source: str, where: str = "cell") -> str:
+    """`source` with each BEGIN/END SOLUTION region replaced by a stub at the BEGIN line's indentation."""
+    out, inside = [], False
+    for number, line in enumerate(source.splitlines(), 1):
+        marker = line.strip()
+        if marker == BEGIN:
+            if inside:
+                raise ValueError(f"{where}, line {number}: {BEGIN} inside another solution region")
+            inside = True
+            out.append(line[:len(line) - len(line.lstrip())] + STUB)
+        elif marker == END:
+            if not inside:
+                raise ValueError(f"{where}, line {number}: {END} without a {BEGIN} before it")
+            inside = False
+        elif not inside:
+            out.append(line)
+    if inside:
+        raise ValueError(f"{where}: {BEGIN} without an {END}")
+    return "\n".join(out)
+
+
+def without_markers(source: str) -> str:
+    return "\n".join(line for line in source.splitlines() if line.strip() not in (BEGIN, END))
+
+
+def student_notebook(nb, with_solutions: bool = False):
+    """A copy of `nb` as the student edition (stubs, no solutions, no outputs)."""
+    nb = copy.deepcopy(nb)
+    nb.metadata["attnkit"] = {"edition": "self-study" if with_solutions else "student"}
+    cells = []
+    for index, cell in enumerate(nb.cells):
+        where = f"cell {index + 1}"
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+            has_region = any(line.strip() == BEGIN for line in cell.source.splitlines())
+            if has_region and not is_solution_cell(cell):
+                raise ValueError(f"{where} has a {BEGIN} region but no nbgrader solution metadata")
+            if has_region:
+                solution = without_markers(cell.source)
+                cell.source = stub_source(cell.source, where)
+                cells.append(cell)
+                if with_solutions:
+                    cells.append(nbformat.v4.new_markdown_cell(
+                        f"<details><summary>Solution</summary>\n\n```python\n{solution}\n```\n\n</details>",
+                        id=f"{cell.get('id', index)}-solution"[:64]))
+                continue
+        elif cell.cell_type == "markdown" and not with_solutions:
+            cell.source = SOLUTION_DETAILS.sub("", cell.source).rstrip()
+            if not cell.source:
+                continue
+        cells.append(cell)
+    nb.cells = cells
+    return nb
+
+
+def write_student_edition(source_dir, out_dir, with_solutions: bool = False, force: bool = False) -> list[Path]:
+    """Write the student edition of every notebook in `source_dir` to `out_dir`.
+
+    A file already in out_dir is replaced only when `force` is set or it is exactly what would be
+    written: a learner's work there is never overwritten by accident. All files are checked (and
+    every notebook converted) before the first is written; each is written atomically.
+    """
+    source_dir, out_dir = Path(source_dir), Path(out_dir)
+    sources = sorted(source_dir.glob("[0-9][0-9]_*.ipynb"))
+    if not sources:
+        raise ValueError(f"no course notebooks (NN_name.ipynb) in {source_dir}")
+    if out_dir.resolve() == source_dir.resolve():
+        raise ValueError(f"{out_dir} is the source folder: the student edition must go elsewhere")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"{out_dir} exists and is not a folder")
+    editions = {}
+    for path in sources:
+        try:
+            nb = nbformat.read(path, as_version=4)
+        except Exception as e:
+            raise ValueError(f"{path} is not a readable notebook: {e}") from None
+        text = nbformat.writes(student_notebook(nb, with_solutions)) + "\n"
+        target = out_dir / path.name
+        if target.exists() and not force and target.read_text(encoding="utf-8") != text:
+            raise ValueError(f"{target} exists and differs from the edition (a learner's work?): "
+                             "choose another folder, or pass --force to overwrite it")
+        editions[target] = text
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for target, text in editions.items():
+        fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{target.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(tmp, target)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    return list(editions)

@@ -1,0 +1,28 @@
+"""Every check cell of a notebook run under nbval must print the line its edition promises: ✅ in
+the course's own notebooks (their solutions pass every checker), ⏳ in the student edition (every
+stub is reported as not done, and nothing raises). nbval --nbval-lax compares no outputs, so this
+hook reads the check cells' output itself."""
+import pytest
+
+MARKS = ("✅", "❌", "⏳")
+
+
+def _expected_mark(item):
+    edition = getattr(item.parent, "nb", {}).get("metadata", {}).get("attnkit", {}).get("edition", "solution")
+    return "✅" if edition == "solution" else "⏳"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    result = yield  # a cell that raised has failed already, and this line is not reached
+    cell = getattr(item, "cell", None)
+    if cell is None or "check" not in cell.get("metadata", {}).get("tags", []):
+        return result
+    text = "".join(out.get("text", "") for out in (item.test_outputs or []) if out.get("output_type") == "stream")
+    lines = [line for line in text.splitlines() if line.startswith(MARKS)]
+    exercise = cell.metadata.get("attnkit", {}).get("exercise", "?")
+    expected = _expected_mark(item)
+    if len(lines) != 1 or not lines[0].startswith(expected):
+        pytest.fail(f"check cell of exercise {exercise}: expected one line starting with {expected}, got {lines}",
+                    pytrace=False)
+    return result

@@ -1,0 +1,213 @@
+"""The course's two editions and its grader: the student edition has stubs and no answers, a learner's
+folder is never overwritten, and grading gives full marks, zero, exactly the planted rows, and a
+reason for every notebook that crashes, loops, kills its kernel or cannot be read."""
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from attnkit.course import editions
+from attnkit.course.editions import BEGIN, END, STUB, student_notebook, stub_source, write_student_edition
+from attnkit.course.grading import NOTEBOOKS_DIR, grade_notebook, summary
+
+ROOT = Path(__file__).resolve().parents[1]
+COURSE = sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
+NB01 = NOTEBOOKS_DIR / "01_attention_from_scratch.ipynb"
+
+
+def read(path):
+    return nbformat.read(path, as_version=4)
+
+
+# ---------------------------------------------------------------- the student edition
+
+def test_stub_source_replaces_each_region_at_its_indentation():
+    source = f"class A:\n    def f(self):\n        # doc\n        {BEGIN}\n        return 1\n        {END}\n\n" \
+             f"def g():\n    {BEGIN}\n    x = 2\n    return x\n    {END}\n    # after"
+    assert stub_source(source) == f"class A:\n    def f(self):\n        # doc\n        {STUB}\n\n" \
+                                  f"def g():\n    {STUB}\n    # after"
+
+
+@pytest.mark.parametrize("source, problem", [
+    (f"{BEGIN}\nx = 1", f"{BEGIN} without an {END}"),
+    (f"x = 1\n{END}", f"line 2: {END} without a {BEGIN}"),
+    (f"{BEGIN}\n{BEGIN}\n{END}", "line 2: " + BEGIN + " inside another"),
+])
+def test_unbalanced_markers_name_the_line(source, problem):
+    with pytest.raises(ValueError, match=problem.replace("(", r"\(")):
+        stub_source(source)
+
+
+def test_a_region_outside_a_solution_cell_is_an_error():
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(f"def f():\n    {BEGIN}\n    pass\n    {END}")])
+    with pytest.raises(ValueError, match="cell 1 has a ### BEGIN SOLUTION region but no nbgrader solution metadata"):
+        student_notebook(nb)
+
+
+@pytest.mark.parametrize("path", COURSE, ids=lambda p: p.name[:2])
+def test_student_edition_has_stubs_and_no_answers(path):
+    source = read(path)
+    student, self_study = student_notebook(source), student_notebook(source, with_solutions=True)
+    solutions = [c for c in source.cells if editions.is_solution_cell(c)]
+    text = "\n".join(c.source for c in student.cells)
+    code = "\n".join(c.source for c in student.cells if c.cell_type == "code")
+    assert BEGIN not in code and END not in code and "<summary>Solution" not in text
+    assert text.count(STUB) == sum(c.source.count(BEGIN) for c in solutions) >= 3
+    assert all(not c.get("outputs") for c in student.cells if c.cell_type == "code")
+    assert editions.exercise_ids(student) == editions.exercise_ids(source)
+    assert student.metadata["attnkit"]["edition"] == "student"
+    # Self-study: each solution, without its markers, collapsed right under its stub.
+    details = [c.source for c in self_study.cells if c.source.startswith("<details><summary>Solution")]
+    assert [d.split("```python\n")[1].split("\n```")[0] for d in details] == \
+        [editions.without_markers(c.source) for c in solutions]
+
+
+def test_writing_the_edition_never_overwrites_a_learners_work(tmp_path):
+    out = tmp_path / "student"
+    written = write_student_edition(NOTEBOOKS_DIR, out)
+    assert sorted(p.name for p in written) == [p.name for p in COURSE]
+    assert write_student_edition(NOTEBOOKS_DIR, out)            # the same again: nothing to lose
+    mine = out / COURSE[0].name
+    mine.write_text(mine.read_text() + " ", encoding="utf-8")   # a learner's edit
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(ValueError, match=f"{mine} exists and differs from the edition"):
+        write_student_edition(NOTEBOOKS_DIR, out)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before   # nothing written at all
+    write_student_edition(NOTEBOOKS_DIR, out, force=True)
+    assert mine.read_text().endswith("\n") and sorted(p.name for p in out.iterdir()) == [p.name for p in COURSE]
+    with pytest.raises(ValueError, match="is the source folder"):
+        write_student_edition(NOTEBOOKS_DIR, NOTEBOOKS_DIR)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="exists and is not a folder"):
+        write_student_edition(NOTEBOOKS_DIR, tmp_path / "file")
+
+
+def test_student_command_reports_problems_without_a_traceback(tmp_path):
+    (tmp_path / "taken").write_text("x")
+    done = subprocess.run([sys.executable, "-m", "attnkit", "student", str(tmp_path / "taken")],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2 and "exists and is not a folder" in done.stderr and "Traceback" not in done.stderr
+    done = subprocess.run([sys.executable, "-m", "attnkit", "student", str(tmp_path / "s"), "--with-solutions"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0 and "self-study edition" in done.stdout
+    assert "<summary>Solution" in (tmp_path / "s" / COURSE[0].name).read_text()
+
+
+# ---------------------------------------------------------------- grading
+
+def replace_solution(nb, grade_id, source):
+    [cell] = [c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id]
+    cell.source = source
+
+
+def rows_of(path, **kwargs):
+    return {r.exercise: (r.passed, r.line) for r in grade_notebook(path, **kwargs)}
+
+
+@pytest.mark.slow
+def test_grading_the_solution_edition_gives_full_marks_and_the_student_edition_zero(tmp_path):
+    solved = rows_of(NB01)
+    assert len(solved) == 5 and all(passed for passed, _ in solved.values()), solved
+    student = tmp_path / NB01.name
+    nbformat.write(student_notebook(read(NB01)), student)
+    unsolved = rows_of(student)
+    assert list(unsolved) == list(solved)
+    assert all(not passed and line.startswith("⏳") for passed, line in unsolved.values()), unsolved
+
+
+@pytest.mark.slow
+def test_grading_planted_mistakes_gives_exactly_the_expected_rows(tmp_path):
+    nb = student_notebook(read(NB01))
+    replace_solution(nb, "01-causal-mask", "def my_causal_mask(n_pos):\n"
+                                           "    return torch.ones(n_pos, n_pos, dtype=torch.bool).triu()")
+    replace_solution(nb, "01-attention", "def my_attention(q, k, v, mask=None):\n"
+                                         "    return scaled_dot_product_attention(q, k, v, mask)")
+    replace_solution(nb, "01-split-merge", "def my_split_heads(x, n_heads):\n"
+                                           "    return x.reshape(x.size(0), n_heads, x.size(1), -1)\n"
+                                           "def my_merge_heads(z):\n    import not_a_module\n")
+    for cell in nb.cells:   # a learner who "fixes" a checker: the course's check cell comes back
+        if cell.get("metadata", {}).get("attnkit", {}).get("exercise") == "01-multi-head":
+            cell.source = 'print("✅ multi_head_attention: passed")'
+    path = tmp_path / f"alice_{NB01.name}"
+    nbformat.write(nb, path)
+    assert rows_of(path) == {
+        "01-causal-mask": (False, "❌ causal_mask: upper triangle: position i would see the positions after "
+                                  "it; keep the lower triangle (tril)"),
+        "01-attention": (True, "✅ scaled_dot_product_attention: passed — matches attnkit's reference on 4-D, "
+                               "2-D and batch-1 inputs, with no mask, a mask and a fully masked row (zeros, no NaN)"),
+        "01-split-heads": (False, "❌ split_heads: wrong transpose: reshaping straight to (batch, heads, pos, "
+                                  "d_head) mixes positions into heads; view as (batch, pos, heads, d_head), "
+                                  "then transpose(1, 2)"),
+        "01-merge-heads": (False, "❌ merge_heads: your code raised ModuleNotFoundError for z of shape "
+                                  "(2, 3, 5, 4): No module named 'not_a_module'"),
+        "01-multi-head": (False, "⏳ multi_head_attention: not implemented yet — fill in the stub above"),
+    }
+
+
+MERGE = "def my_merge_heads(z):\n    return z.transpose(1, 2).reshape(z.size(0), z.size(2), -1)"
+
+
+def mini_notebook(middle=None, merge=MERGE):
+    """A two-exercise notebook with a cell `middle` between the first exercise and the second."""
+    cell = nbformat.v4.new_code_cell
+    check = lambda exercise, call: cell(call, metadata={"tags": ["check"], "attnkit": {"exercise": exercise}})  # noqa
+    return nbformat.v4.new_notebook(cells=[
+        cell("import torch\nfrom attnkit.ui import checks"),
+        cell("def my_causal_mask(n_pos):\n    return torch.ones(n_pos, n_pos, dtype=torch.bool).tril()"),
+        check("mask", "checks.check_causal_mask(my_causal_mask);"),
+        *([cell(middle)] if middle else []),
+        cell(merge),
+        check("merge", "checks.check_merge_heads(my_merge_heads);"),
+    ])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("middle, merge, merge_line", [
+    ("import not_a_module", MERGE, "✅ merge_heads: passed"),   # an error in a cell: the rest still runs
+    ("while True:\n    pass", MERGE, "not reached: cell 4 ran over the 3 s limit and was stopped"),
+    ("import os\nos._exit(1)", MERGE, "not reached: the kernel died in cell 4 (a crash, or out of memory)"),
+    (None, MERGE + "\n)", "the check cell raised NameError: name 'my_merge_heads' is not defined (the first "
+                          "error before it: cell 4, SyntaxError"),
+], ids=["import", "loop", "kernel-death", "syntax-error"])
+def test_a_notebook_that_fails_is_graded_as_far_as_it_got(tmp_path, middle, merge, merge_line):
+    path = tmp_path / "mini.ipynb"
+    nbformat.write(mini_notebook(middle, merge), path)
+    rows = rows_of(path, cell_timeout=3)
+    assert rows["mask"][0] and rows["mask"][1].startswith("✅")
+    assert not rows["merge"][0] if "✅" not in merge_line else rows["merge"][0]
+    assert rows["merge"][1].startswith(merge_line), rows
+
+
+@pytest.mark.slow
+def test_grade_command_writes_a_row_per_exercise_and_never_stops_at_a_bad_notebook(tmp_path):
+    good, broken, no_checks = tmp_path / "good.ipynb", tmp_path / "broken.ipynb", tmp_path / "plain.ipynb"
+    nbformat.write(mini_notebook(), good)
+    broken.write_text("{ not json")
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")]), no_checks)
+    out = tmp_path / "grades.csv"
+    done = subprocess.run([sys.executable, "-m", "attnkit", "grade", str(broken), str(good), str(no_checks),
+                           "--csv", str(out)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.DictReader(out.open(encoding="utf-8")))
+    assert [(Path(r["learner_file"]).name, r["exercise"], r["passed"]) for r in rows] == [
+        ("broken.ipynb", "(notebook)", "no"), ("good.ipynb", "mask", "yes"), ("good.ipynb", "merge", "yes"),
+        ("plain.ipynb", "(notebook)", "no")]
+    assert rows[0]["line"].startswith("could not read the notebook") and "no exercises found" in rows[3]["line"]
+    assert "good.ipynb: 2/2 exercises passed" in done.stdout and "total: 2/4 exercises passed in 3 notebook(s)" in done.stdout
+    # The output path is checked before any notebook runs.
+    done = subprocess.run([sys.executable, "-m", "attnkit", "grade", str(good), "--csv", str(tmp_path / "no" / "g.csv")],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2 and "folder" in done.stderr and "does not exist" in done.stderr
+
+
+def test_summary_lists_every_exercise_that_did_not_pass():
+    from attnkit.course.grading import Row
+    text = summary([Row("a.ipynb", "x", True, "✅ x: passed"), Row("a.ipynb", "y", False, "❌ y: wrong axis"),
+                    Row("b.ipynb", "x", False, "not reached: cell 3 ran over the 2 s limit and was stopped")])
+    assert text.splitlines() == [
+        "a.ipynb: 1/2 exercises passed", "    ✗ y: ❌ y: wrong axis", "b.ipynb: 0/1 exercises passed",
+        "    ✗ x: not reached: cell 3 ran over the 2 s limit and was stopped",
+        "total: 1/3 exercises passed in 2 notebook(s)"]
