@@ -16,6 +16,7 @@ import functools
 import inspect
 import io
 import math
+import re
 import warnings
 from typing import Callable, Optional
 
@@ -43,20 +44,27 @@ def _checker(title: str):
         def run(*args, **kwargs) -> bool:
             rng_state = torch.get_rng_state()  # a checker never moves the learner's random numbers
             try:
-                message = check(*args, **kwargs)
+                # Whatever the learner's code prints stays out: the checker's line is the only one.
+                with contextlib.redirect_stdout(io.StringIO()):
+                    message = check(*args, **kwargs)
             except Hint as hint:
-                print(f"{hint.icon} {title}: {hint}")
+                print(_one_line(f"{hint.icon} {title}: {hint}"))
                 return False
             except Exception as e:  # whatever the learner handed over: one line, never a traceback
-                print(f"❌ {title}: the checker could not use what you passed ({_first_line(e)}) — "
-                      "compare your code's signature and return value with the exercise's")
+                print(_one_line(f"❌ {title}: the checker could not use what you passed ({_first_line(e)}) — "
+                                "compare your code's signature and return value with the exercise's"))
                 return False
             finally:
                 torch.set_rng_state(rng_state)
-            print(f"✅ {title}: passed — {message}")
+            print(_one_line(f"✅ {title}: passed — {message}"))
             return True
         return run
     return wrap
+
+
+def _one_line(text: str) -> str:
+    """A hint that quotes a learner's value (a tensor's repr spans lines) still prints as one line."""
+    return re.sub(r"\s*\n\s*", " ", text.strip())
 
 
 def _first_line(e: BaseException) -> str:

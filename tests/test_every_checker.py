@@ -1,0 +1,63 @@
+"""Every checker of every notebook, handed what a learner might hand it by mistake, prints exactly one
+line (❌ or ⏳), returns False, never raises, and leaves the global random state alone. The checkers'
+own test files plant each exercise's specific mistakes; this is the floor they all share."""
+import importlib
+import inspect
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+MODULES = ["checks", "adder_checks", "heatmap_checks", "ablation_checks", "positional_checks", "interp_checks"]
+CHECKERS = [(name, f) for module in MODULES for name, f in vars(importlib.import_module(f"attnkit.ui.{module}")).items()
+            if name.startswith("check_") and inspect.isfunction(f) and f.__module__.endswith(module)]
+
+
+def raises_value_error(*args, **kwargs):
+    raise ValueError("something went wrong")
+
+
+def returns_none(*args, **kwargs):
+    return None
+
+
+def stub(*args, **kwargs):
+    raise NotImplementedError("your code here")
+
+
+def generator(*args, **kwargs):
+    yield 1
+
+
+class PlainClass:
+    pass
+
+
+WRONG = {
+    "None": None, "a number": 42, "a string": "my_function", "a list": [1, 2, 3], "numpy": np.zeros(3),
+    "a tensor": torch.zeros(3), "raises": raises_value_error, "returns None": returns_none,
+    "returns a tensor": lambda *a, **k: torch.zeros(3), "returns a list": lambda *a, **k: [0.0],
+    "returns numpy": lambda *a, **k: np.zeros((2, 2)), "returns a string": lambda *a, **k: "yes",
+    "takes nothing": lambda: 0, "a generator": generator, "a plain class": PlainClass, "an nn.Module class": nn.Linear,
+    "an nn.Module": nn.Linear(2, 2), "a builtin": print, "NaN": lambda *a, **k: torch.full((2, 2), float("nan")),
+    "the stub": stub,
+}
+
+
+def test_there_is_a_checker_for_every_exercise():
+    assert len(CHECKERS) >= 24
+
+
+@pytest.mark.parametrize("wrong", WRONG, ids=list(WRONG))
+@pytest.mark.parametrize("name, check", CHECKERS, ids=[n for n, _ in CHECKERS])
+def test_a_wrong_thing_gives_one_line_and_false(capsys, name, check, wrong):
+    torch.manual_seed(0)
+    expected = torch.rand(2)
+    torch.manual_seed(0)
+    passed = check(WRONG[wrong])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert passed is False and len(lines) == 1 and lines[0][0] in "❌⏳", lines
+    assert lines[0].startswith("⏳") == (wrong == "the stub"), lines
+    assert "Traceback" not in lines[0] and len(lines[0]) < 600, lines
+    assert torch.equal(torch.rand(2), expected), "the checker moved the global random numbers"
