@@ -92,6 +92,11 @@ def test_every_exercise_has_a_mark_a_hint_a_marked_solution_and_a_check(path):
     assert len(set(grade_ids)) == len(grade_ids) and len(set(exercises)) == len(exercises)
     marked = [c for c in cells if c.cell_type == "code" and "### BEGIN SOLUTION" in c.source]
     assert len(marked) == len(starts), "every solution region belongs to an exercise"
+    # nbgrader takes any line containing a marker, in any cell, as one, and refuses a notebook with
+    # one outside a solution cell: prose must not quote them.
+    stray = [i for i, c in enumerate(cells) if not c.metadata.get("nbgrader", {}).get("solution")
+             and ("BEGIN SOLUTION" in c.source or "END SOLUTION" in c.source)]
+    assert not stray, f"cells {stray} mention a solution marker outside a solution cell"
 
 
 def test_the_test_command_runs_every_notebook():
