@@ -7,7 +7,6 @@ functions with heads that back each other up. Global RNG state is left as it was
 """
 from __future__ import annotations
 
-import functools
 from typing import Callable, Optional
 
 import numpy as np
@@ -20,24 +19,6 @@ from ..adder.model import Seq2SeqConfig, Seq2SeqTransformer
 from ..core.hooks import HookPoint, ablate_heads, gate_z
 from ..interp.ablation import Problems
 from .checks import Hint, NotDone, _call, _checker
-
-
-def _guarded(title: str):
-    """_checker(title), and whatever escapes the body (a checker that could not use what it was
-    handed) becomes one hint line too, whatever checks.py's _checker does."""
-    def wrap(body):
-        @functools.wraps(body)
-        def inner(*args, **kwargs):
-            try:
-                return body(*args, **kwargs)
-            except Hint:
-                raise
-            except Exception as e:
-                first = (str(e).strip().splitlines() or [""])[0]
-                raise Hint(f"the checker could not use what you passed ({type(e).__name__}: {first}) — "
-                           "compare your function's signature and return value with the exercise") from None
-        return _checker(title)(inner)
-    return wrap
 
 
 def _learner(fn: Callable, *args, context: str = "", advice: tuple = ()):
@@ -179,7 +160,7 @@ HOOK_ADVICE = (("must match the size", "z[:, head] is (batch, pos, d_head): assi
                                 "False"))
 
 
-@_guarded("ablation_hook")
+@_checker("ablation_hook")
 @torch.no_grad()
 def check_ablation_hook(make_hook: Callable) -> str:
     """`make_hook(head, fill=None)` -> hook(z, hook) returning z (batch, heads, pos, d_head) with
@@ -240,7 +221,7 @@ def check_ablation_hook(make_hook: Callable) -> str:
 
 # ---------------------------------------------------------------- ⭐⭐ the mean z
 
-@_guarded("mean_z")
+@_checker("mean_z")
 @torch.no_grad()
 def check_mean_z(fn: Callable) -> str:
     """`fn(z, real)` -> (heads, d_head): each head's mean z over every real query position,
@@ -365,7 +346,7 @@ def _pruning_cases() -> list[_Accuracy]:
     ]
 
 
-@_guarded("prune_order")
+@_checker("prune_order")
 def check_prune_order(fn: Callable) -> str:
     """`fn(heads, accuracy)` -> (order, curve): greedy backward elimination — at each step remove
     the remaining head whose removal, on top of those already removed, leaves the highest
@@ -497,7 +478,7 @@ def _importance_mistakes(G: Tensor, sizes: list[int], tokens: list[int]) -> list
     ]
 
 
-@_guarded("head_importance")
+@_checker("head_importance")
 def check_head_importance(fn: Callable) -> str:
     """`fn(model, name, batches)` -> (heads,): the mean over every problem of |∂L(x)/∂ξ_h| at
     ξ = 1, the gate ξ multiplying head h's z at `name`.hook_z; L(x) = the problem's summed

@@ -10,7 +10,6 @@ batch, its PAD = 13 or its globals does not pass.
 """
 from __future__ import annotations
 
-import functools
 from functools import lru_cache
 from typing import Callable, Optional
 
@@ -24,23 +23,6 @@ from ..adder.model import Seq2SeqConfig, Seq2SeqTransformer
 from .checks import Hint, NotDone, _checker
 
 NOT_DONE = "not implemented yet — fill in the stub above (a collapsible hint is in the exercise)"
-
-
-def _adder_checker(title: str):
-    """checks._checker, and a checker bug (any exception that is not a Hint) still gives one line."""
-    def wrap(check):
-        @functools.wraps(check)
-        def guarded(*args, **kwargs):
-            try:
-                return check(*args, **kwargs)
-            except Hint:
-                raise
-            except Exception as e:
-                first = (str(e).strip().splitlines() or [""])[0]
-                raise Hint(f"the checker could not use what you passed ({type(e).__name__}: {first}) — "
-                           "compare your code's signature and return value with the exercise") from None
-        return _checker(title)(guarded)
-    return wrap
 
 
 def _learner(fn: Callable, *args, signature: str, context: str = ""):
@@ -236,7 +218,7 @@ def _shift_cases() -> list[Tensor]:
     ]
 
 
-@_adder_checker("shift")
+@_checker("shift")
 def check_shift(fn: Callable) -> str:
     """`fn(tgt)` -> (decoder_input, target) = (tgt[:, :-1], tgt[:, 1:])."""
     for tgt in _shift_cases():
@@ -384,7 +366,7 @@ def _swapped(calls: list[tuple[Tensor, Tensor]], tgt: Tensor) -> bool:
                and not (second[:, 0] == tgt[:, 0]).all() for first, second in calls)
 
 
-@_adder_checker("teacher_forcing_loss")
+@_checker("teacher_forcing_loss")
 def check_teacher_forcing_loss(fn: Callable) -> str:
     """`fn(model, src, tgt, pad_id)` -> mean cross-entropy of model(src, tgt[:, :-1]) against tgt[:, 1:],
     padding ignored."""
@@ -475,7 +457,7 @@ def _number(x, what: str, batch: int, n_pos: int) -> float:
     return float(x)
 
 
-@_adder_checker("accuracies")
+@_checker("accuracies")
 def check_accuracies(fn: Callable) -> str:
     """`fn(pred, gold, pad_id)` -> (exact_match, token_accuracy), two numbers in [0, 1]."""
     signature = "my_accuracies(pred, gold, pad_id)"
@@ -588,7 +570,7 @@ def _first_eos(row: Tensor, eos: int) -> int:
     return int(hits[0]) + 1 if len(hits) else len(row)
 
 
-@_adder_checker("greedy_decoding")
+@_checker("greedy_decoding")
 def check_greedy(fn: Callable) -> str:
     """`fn(model, src, bos_id, eos_id, max_steps)` -> (batch, n) token ids after <s>, n <= max_steps,
     each the argmax of model(src, <s> + the tokens before it)[:, -1]; it may stop once every row has

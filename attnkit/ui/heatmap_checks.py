@@ -10,7 +10,6 @@ shapes (batch 1, head counts and operand lengths other than the trained adder's)
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import math
 import warnings
@@ -24,24 +23,6 @@ from ..adder.data import EOS, PAD, encode_sources, encode_targets
 from ..core.hooks import ActivationCache
 from ..interp.roles import row_shares
 from .checks import Hint, NotDone, _checker
-
-
-def _safe_checker(title: str):
-    """checks._checker, plus: anything unexpected inside the check (a checker bug, or a learner
-    object that breaks numpy) also becomes one line instead of a traceback."""
-    def wrap(check):
-        @functools.wraps(check)
-        def body(*args, **kwargs):
-            try:
-                return check(*args, **kwargs)
-            except Hint:
-                raise
-            except Exception as e:
-                first = (str(e).strip().splitlines() or [""])[0]
-                raise Hint(f"the checker could not use what your function returned ({type(e).__name__}: {first}) "
-                           "— compare your function's signature and return value with the exercise") from None
-        return _checker(title)(body)
-    return wrap
 
 
 def _attempt(fn: Callable, *args, context: str = "", shapes: str = "", axes: bool = False):
@@ -124,7 +105,7 @@ def _row_text(w: Tensor) -> str:
     return f"[{shown}]"
 
 
-@_safe_checker("row_entropy")
+@_checker("row_entropy")
 def check_row_entropy(fn: Callable) -> str:
     """`fn(pattern)`: (..., q_pos, k_pos) weights -> (..., q_pos) entropy of each row in bits."""
     for label, w in _entropy_cases():
@@ -229,7 +210,7 @@ def _typical_cases() -> list[tuple[str, np.ndarray, np.ndarray]]:
     return [a, b, c]
 
 
-@_safe_checker("typical_sample")
+@_checker("typical_sample")
 def check_typical_sample(fn: Callable) -> str:
     """`fn(values, means)` -> int: the sample whose measures are closest to the head's averages."""
     for label, values, means in _typical_cases():
@@ -368,7 +349,7 @@ ALIGNED_EXAMPLE = ("e.g. 663+497 → 1160: decoder position 0 writes the thousan
                    "4 writes </s> (left out)")
 
 
-@_safe_checker("aligned_share")
+@_checker("aligned_share")
 def check_aligned_share(fn: Callable) -> str:
     """`fn(cache, head)` -> float: a dec.cross head's mean weight on the aligned column over every
     counted row of every problem (roles.head_roles' "aligned")."""

@@ -9,7 +9,6 @@ checker raise: numpy arrays, lists, None, a wrong signature all become a hint.
 """
 from __future__ import annotations
 
-import functools
 import itertools
 import re
 import warnings
@@ -23,22 +22,6 @@ from ..core import positional as P
 from .checks import Hint, NotDone, _checker
 
 BASE = 10000.0
-
-
-def _check(title: str):
-    """checks._checker, plus: an exception that escapes a checker body becomes a hint too."""
-    def wrap(body):
-        @functools.wraps(body)
-        def guarded(*args, **kwargs):
-            try:
-                return body(*args, **kwargs)
-            except Hint:
-                raise
-            except Exception as e:
-                raise Hint(f"the checker could not use what you passed ({type(e).__name__}: {_first_line(e)}) "
-                           "— compare your function's signature and return value with the exercise") from None
-        return _checker(title)(guarded)
-    return wrap
 
 
 def _first_line(e: BaseException) -> str:
@@ -167,7 +150,7 @@ def _table_mistakes(got: Tensor, n: int, d: int) -> str:
     return ""
 
 
-@_check("sinusoidal_table")
+@_checker("sinusoidal_table")
 def check_sinusoidal_table(fn: Callable) -> str:
     """`fn(n_pos, d_model)` -> (n_pos, d_model): PE[p, 2i] = sin(p·ω_i), PE[p, 2i+1] = cos(p·ω_i),
     ω_i = 10000^(-2i/d_model); an odd d_model raises ValueError."""
@@ -272,7 +255,7 @@ def _shift_mistakes(got: Tensor, k: int, d: int) -> str:
     return ""
 
 
-@_check("shift_matrix")
+@_checker("shift_matrix")
 def check_shift_matrix(fn: Callable) -> str:
     """`fn(k, d_model)` -> (d_model, d_model) block-diagonal M_k with PE(p + k) = M_k · PE(p)."""
     for k, d in ((3, 6), (1, 10), (-2, 22), (0, 4), (100, 8)):
@@ -346,7 +329,7 @@ def _rope_mistakes(got: Tensor, x: Tensor) -> str:
     return ""
 
 
-@_check("rotate (RoPE)")
+@_checker("rotate (RoPE)")
 def check_rotate(fn: Callable) -> str:
     """`fn(x)`: x (..., pos, d_head) -> the same shape, pair (2i, 2i+1) at position p turned by p·ω_i."""
     gen = torch.Generator().manual_seed(5)
@@ -493,7 +476,7 @@ def _alibi_mistakes(got: Tensor, n: int, H: int) -> str:
             f"{_pair_slopes(H)[h].item():.4g} (pair {h // 2} of alibi_slopes((n_heads + 1) // 2))")
 
 
-@_check("alibi_bias")
+@_checker("alibi_bias")
 def check_alibi_bias(fn: Callable) -> str:
     """`fn(n_pos, n_heads)` -> (heads, q_pos, k_pos), attnkit's directional ALiBi bias."""
     odd_passed = False  # once an odd head count has passed, a later failure is about something else
@@ -550,7 +533,7 @@ def _pool_cases() -> list[tuple[Tensor, Tensor]]:
     return [(score, pad), single, (wide, wide_pad)]
 
 
-@_check("max_pool")
+@_checker("max_pool")
 def check_max_pool(fn: Callable) -> str:
     """`fn(score, pad)`: score (batch, pos), pad (batch, pos) True = padding -> (batch,) max over real tokens."""
     for score, pad in _pool_cases():
