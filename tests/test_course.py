@@ -211,3 +211,23 @@ def test_summary_lists_every_exercise_that_did_not_pass():
         "a.ipynb: 1/2 exercises passed", "    ✗ y: ❌ y: wrong axis", "b.ipynb: 0/1 exercises passed",
         "    ✗ x: not reached: cell 3 ran over the 2 s limit and was stopped",
         "total: 1/3 exercises passed in 2 notebook(s)"]
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_grading_stops_at_once_and_keeps_the_old_table(tmp_path):
+    import os
+    import signal
+    import time
+    looping, out = tmp_path / "loop.ipynb", tmp_path / "grades.csv"
+    nbformat.write(mini_notebook("while True:\n    pass"), looping)
+    out.write_text("the previous grades\n")
+    proc = subprocess.Popen([sys.executable, "-m", "attnkit", "grade", str(looping), "--csv", str(out),
+                             "--cell-timeout", "300"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, process_group=0)
+    time.sleep(8)  # the kernel is up and inside the endless cell
+    start = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert time.monotonic() - start < 10 and proc.returncode == 130, err
+    assert f"{out} was not written (it stayed as it was)" in err and "Traceback" not in err
+    assert out.read_text() == "the previous grades\n"
