@@ -131,7 +131,7 @@ def test_grading_planted_mistakes_gives_exactly_the_expected_rows(tmp_path):
     for cell in nb.cells:   # a learner who "fixes" a checker: the course's check cell comes back
         if cell.get("metadata", {}).get("attnkit", {}).get("exercise") == "01-multi-head":
             cell.source = 'print("✅ multi_head_attention: passed")'
-    path = tmp_path / f"alice_{NB01.name}"
+    path = tmp_path / "01_attention (1).ipynb"   # a renamed download: found by its exercises
     nbformat.write(nb, path)
     assert rows_of(path) == {
         "01-causal-mask": (False, "❌ causal_mask: upper triangle: position i would see the positions after "
@@ -201,6 +201,15 @@ def test_grade_command_writes_a_row_per_exercise_and_never_stops_at_a_bad_notebo
     done = subprocess.run([sys.executable, "-m", "attnkit", "grade", str(good), "--csv", str(tmp_path / "no" / "g.csv")],
                           capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 2 and "folder" in done.stderr and "does not exist" in done.stderr
+
+
+def test_a_submission_is_matched_to_its_course_notebook():
+    from attnkit.course.grading import course_notebook
+    nb = read(NB01)
+    assert course_notebook(Path("x/01_attention_from_scratch.ipynb"), nb) == NB01
+    assert course_notebook(Path("alice_01_attention_from_scratch.ipynb"), nbformat.v4.new_notebook()) == NB01
+    assert course_notebook(Path("renamed.ipynb"), nb) == NB01                # by its exercises
+    assert course_notebook(Path("renamed.ipynb"), nbformat.v4.new_notebook()) is None
 
 
 def test_summary_lists_every_exercise_that_did_not_pass():

@@ -2,7 +2,7 @@
 and read every check cell's one line. A notebook that crashes, loops or imports something
 missing is graded as far as it got, with the reason; it never stops the others.
 
-When a submitted file has the name of a course notebook, its check cells are first restored
+When a submission is a copy of a course notebook, its check cells are first restored
 from the course's own (as nbgrader does with locked cells), so an edited checker cannot pass,
 and an exercise whose check cell was deleted still gets its row.
 """
@@ -38,12 +38,17 @@ def _check_cells(nb) -> dict:
             if "check" in cell.get("metadata", {}).get("tags", [])}
 
 
-def course_notebook(path: Path, notebooks_dir: Path = NOTEBOOKS_DIR) -> Optional[Path]:
-    """The course notebook a submission is a copy of: same file name, or a name ending in it."""
-    for source in sorted(Path(notebooks_dir).glob("[0-9][0-9]_*.ipynb")):
+def course_notebook(path: Path, nb, notebooks_dir: Path = NOTEBOOKS_DIR) -> Optional[Path]:
+    """The course notebook a submission is a copy of: same file name, or a name ending in it, or
+    else (a renamed download, "01_attention (1).ipynb") the one that shares its exercises."""
+    sources = sorted(Path(notebooks_dir).glob("[0-9][0-9]_*.ipynb"))
+    for source in sources:
         if path.name == source.name or path.name.endswith(("_" + source.name, "-" + source.name)):
             return source
-    return None
+    submitted = set(exercise_ids(nb))
+    shared = [(len(submitted & set(exercise_ids(nbformat.read(s, as_version=4)))), s) for s in sources]
+    best = max(shared, default=(0, None))
+    return best[1] if best[0] else None
 
 
 def _restore_checks(nb, source) -> list[str]:
@@ -115,7 +120,7 @@ def grade_notebook(path, cell_timeout: float = 120, notebooks_dir: Path = NOTEBO
         nb = nbformat.read(path, as_version=4)
     except Exception as e:
         return [Row(name, "(notebook)", False, f"could not read the notebook: {type(e).__name__}: {e}")]
-    source = course_notebook(path, notebooks_dir)
+    source = course_notebook(path, nb, notebooks_dir)
     expected = _restore_checks(nb, nbformat.read(source, as_version=4)) if source else exercise_ids(nb)
     if not expected:
         return [Row(name, "(notebook)", False, "no exercises found: no cell tagged 'check'")]
