@@ -1,5 +1,7 @@
-"""What several test modules share: one torch thread, and the system's Chromium (or a skip, never
-a skip under CI)."""
+"""What several test modules share: one torch thread, the system's Chromium (or a skip, never
+a skip under CI), and reading an exercise checker's one line."""
+import contextlib
+import io
 import os
 from pathlib import Path
 
@@ -10,6 +12,20 @@ CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 # headless as root, on a machine whose network is closed: no sandbox, no background connections
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
+
+
+def checker_line(check, code) -> tuple[bool, str]:
+    """(passed, the line) of `check(code)`, asserting what every checker promises: exactly one line,
+    starting ✅ exactly when it returns True (else ❌ or ⏳), and the global random state left alone."""
+    state = torch.get_rng_state()
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        passed = check(code)
+    lines = printed.getvalue().strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0][:1] in ("✅", "❌", "⏳") and passed is lines[0].startswith("✅"), (passed, lines)
+    assert torch.equal(torch.get_rng_state(), state), "the checker moved the global random numbers"
+    return passed, lines[0]
 
 
 def in_ci() -> bool:

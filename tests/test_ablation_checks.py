@@ -12,19 +12,14 @@ import torch.nn.functional as F
 from attnkit.adder.data import PAD
 from attnkit.core.hooks import gate_z
 from attnkit.ui import ablation_checks as C
+from conftest import checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "04_head_ablation.ipynb"
 STUB = 'raise NotImplementedError("your code here")'
 
 
 def run(check, fn, capsys):
-    state = torch.random.get_rng_state()
-    ok = check(fn)
-    line = capsys.readouterr().out.strip()
-    assert len(line.splitlines()) == 1, line
-    assert torch.equal(torch.random.get_rng_state(), state), "the checker changed the global RNG"
-    assert ok is (line.startswith("✅")), line
-    return ok, line
+    return checker_line(check, fn)
 
 
 def fails_with(check, fn, hint, capsys):

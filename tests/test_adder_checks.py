@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from attnkit.ui import adder_checks as C
+from conftest import checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "02_training_the_adder.ipynb"
 CHECKS = {"02-shift": C.check_shift, "02-loss": C.check_teacher_forcing_loss,
@@ -18,16 +19,7 @@ CHECKS = {"02-shift": C.check_shift, "02-loss": C.check_teacher_forcing_loss,
 
 
 def run(check, fn):
-    """(passed, the one line printed) — and never an exception."""
-    import contextlib
-    import io
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        passed = check(fn)
-    lines = buffer.getvalue().strip().splitlines()
-    assert len(lines) == 1, lines
-    assert passed is (lines[0].startswith("✅")), lines
-    return passed, lines[0]
+    return checker_line(check, fn)
 
 
 def assert_hint(check, fn, hint):

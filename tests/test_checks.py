@@ -10,15 +10,11 @@ from torch import nn
 
 from attnkit.ui import checks
 from attnkit.core.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
+from conftest import checker_line
 
 
 def run_check(capsys, check, code):
-    """(passed, the one line printed)"""
-    passed = check(code)
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 1, lines
-    assert lines[0][0] in "✅❌⏳" and passed == lines[0].startswith("✅"), lines
-    return passed, lines[0]
+    return checker_line(check, code)
 
 
 def stub(*args, **kwargs):

@@ -11,17 +11,13 @@ import torch
 from attnkit.adder.data import PAD
 from attnkit.interp.roles import row_shares
 from attnkit.ui import heatmap_checks as H
+from conftest import checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_attention_heatmaps.ipynb"
 
 
 def run(capsys, check, fn):
-    """(passed, the one line printed)"""
-    ok = check(fn)
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 1, lines
-    assert ok is (lines[0].startswith("✅")), lines
-    return ok, lines[0]
+    return checker_line(check, fn)
 
 
 def fails_with(capsys, check, fn, hint):

@@ -14,16 +14,13 @@ from attnkit.adder.data import carry_stats
 from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
 from attnkit.interp import patching as P
 from attnkit.ui import interp_checks as C
+from conftest import checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "06_how_the_adder_carries.ipynb"
 
 
 def run(check, fn, capsys):
-    """(passed, the one line printed)"""
-    passed = check(fn)
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 1, lines
-    return passed, lines[0]
+    return checker_line(check, fn)
 
 
 def assert_hint(check, fn, hint, capsys):

@@ -11,17 +11,14 @@ from torch import nn
 
 from attnkit.core import positional as P
 from attnkit.ui import positional_checks as C
+from conftest import checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "05_positional_encoding_extrapolation.ipynb"
 CHECKS = [C.check_sinusoidal_table, C.check_shift_matrix, C.check_rotate, C.check_alibi_bias, C.check_max_pool]
 
 
 def run(check, fn, capsys):
-    """(passed, the one line printed)"""
-    passed = check(fn)
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 1, lines
-    return passed, lines[0]
+    return checker_line(check, fn)
 
 
 def assert_hint(check, fn, hint, capsys):

@@ -18,33 +18,14 @@ from ..adder.data import PAD
 from ..adder.model import Seq2SeqConfig, Seq2SeqTransformer
 from ..core.hooks import HookPoint, ablate_heads, gate_z
 from ..interp.ablation import Problems
-from .checks import Hint, NotDone, _call, _checker
+from .checking import GENERAL_ADVICE, Hint, call, checker
 
 
 def _learner(fn: Callable, *args, context: str = "", advice: tuple = ()):
-    """checks._call (an exception becomes a hint, NotImplementedError ⏳), with this exercise's own
-    advice for errors whose message contains a key of `advice`, ((key, advice), ...)."""
+    """checking.call, with this exercise's own advice first: ((fragment of the message, advice), ...)."""
     if not callable(fn):
         raise Hint(f"expected a function, got a {type(fn).__name__}: pass the function itself, without calling it")
-    seen = {}
-
-    def traced(*a):
-        try:
-            return fn(*a)
-        except Exception as e:
-            seen["error"] = e
-            raise
-    try:
-        return _call(traced, *args, context=context)
-    except Hint as hint:
-        error = seen.get("error")
-        if isinstance(hint, NotDone) or error is None:
-            raise
-        first = (str(error).strip().splitlines() or [""])[0]
-        for key, text in advice:
-            if key in first:
-                raise Hint(f"your code raised {type(error).__name__}{context}: {first} — {text}") from None
-        raise
+    return call(fn, *args, context=context, advice=tuple(advice) + GENERAL_ADVICE)
 
 
 def _randn(*shape: int, gen: torch.Generator) -> Tensor:
@@ -160,7 +141,7 @@ HOOK_ADVICE = (("must match the size", "z[:, head] is (batch, pos, d_head): assi
                                 "False"))
 
 
-@_checker("ablation_hook")
+@checker("ablation_hook")
 @torch.no_grad()
 def check_ablation_hook(make_hook: Callable) -> str:
     """`make_hook(head, fill=None)` -> hook(z, hook) returning z (batch, heads, pos, d_head) with
@@ -221,7 +202,7 @@ def check_ablation_hook(make_hook: Callable) -> str:
 
 # ---------------------------------------------------------------- ⭐⭐ the mean z
 
-@_checker("mean_z")
+@checker("mean_z")
 @torch.no_grad()
 def check_mean_z(fn: Callable) -> str:
     """`fn(z, real)` -> (heads, d_head): each head's mean z over every real query position,
@@ -346,7 +327,7 @@ def _pruning_cases() -> list[_Accuracy]:
     ]
 
 
-@_checker("prune_order")
+@checker("prune_order")
 def check_prune_order(fn: Callable) -> str:
     """`fn(heads, accuracy)` -> (order, curve): greedy backward elimination — at each step remove
     the remaining head whose removal, on top of those already removed, leaves the highest
@@ -478,7 +459,7 @@ def _importance_mistakes(G: Tensor, sizes: list[int], tokens: list[int]) -> list
     ]
 
 
-@_checker("head_importance")
+@checker("head_importance")
 def check_head_importance(fn: Callable) -> str:
     """`fn(model, name, batches)` -> (heads,): the mean over every problem of |∂L(x)/∂ξ_h| at
     ξ = 1, the gate ξ multiplying head h's z at `name`.hook_z; L(x) = the problem's summed

@@ -20,28 +20,13 @@ from torch import Tensor, nn
 
 from ..adder.data import BOS, EOS, PAD, encode_sources, encode_targets
 from ..adder.model import Seq2SeqConfig, Seq2SeqTransformer
-from .checks import Hint, NotDone, _checker
-
-NOT_DONE = "not implemented yet — fill in the stub above (a collapsible hint is in the exercise)"
-
+from .checking import Hint, NotDone, call, checker
 
 def _learner(fn: Callable, *args, signature: str, context: str = ""):
-    """Call the learner's code; any exception becomes a Hint naming it (NotImplementedError: ⏳)."""
+    """checking.call, with the exercise's signature named when the learner's own one differs."""
     if not callable(fn):
         raise Hint(f"pass your function itself, {signature.split('(')[0]}, not a {type(fn).__name__}")
-    try:
-        return fn(*args)
-    except NotImplementedError:
-        raise NotDone(NOT_DONE) from None
-    except Exception as e:
-        first = (str(e).strip().splitlines() or [""])[0]
-        hint = f"your code raised {type(e).__name__}{context}: {first}"
-        called = f"{getattr(fn, '__name__', '')}()"  # a TypeError about the learner's own signature
-        if isinstance(e, TypeError) and (called in first or "__init__()" in first) and "argument" in first:
-            hint += f" — the exercise's signature is {signature}"
-        elif "view size is not compatible" in first:
-            hint += " — the tensor is not contiguous: use .reshape (or .contiguous().view)"
-        raise Hint(hint) from None
+    return call(fn, *args, context=context, signature=signature)
 
 
 def _ids_tensor(x, what: str) -> Tensor:
@@ -218,7 +203,7 @@ def _shift_cases() -> list[Tensor]:
     ]
 
 
-@_checker("shift")
+@checker("shift")
 def check_shift(fn: Callable) -> str:
     """`fn(tgt)` -> (decoder_input, target) = (tgt[:, :-1], tgt[:, 1:])."""
     for tgt in _shift_cases():
@@ -366,7 +351,7 @@ def _swapped(calls: list[tuple[Tensor, Tensor]], tgt: Tensor) -> bool:
                and not (second[:, 0] == tgt[:, 0]).all() for first, second in calls)
 
 
-@_checker("teacher_forcing_loss")
+@checker("teacher_forcing_loss")
 def check_teacher_forcing_loss(fn: Callable) -> str:
     """`fn(model, src, tgt, pad_id)` -> mean cross-entropy of model(src, tgt[:, :-1]) against tgt[:, 1:],
     padding ignored."""
@@ -457,7 +442,7 @@ def _number(x, what: str, batch: int, n_pos: int) -> float:
     return float(x)
 
 
-@_checker("accuracies")
+@checker("accuracies")
 def check_accuracies(fn: Callable) -> str:
     """`fn(pred, gold, pad_id)` -> (exact_match, token_accuracy), two numbers in [0, 1]."""
     signature = "my_accuracies(pred, gold, pad_id)"
@@ -570,7 +555,7 @@ def _first_eos(row: Tensor, eos: int) -> int:
     return int(hits[0]) + 1 if len(hits) else len(row)
 
 
-@_checker("greedy_decoding")
+@checker("greedy_decoding")
 def check_greedy(fn: Callable) -> str:
     """`fn(model, src, bos_id, eos_id, max_steps)` -> (batch, n) token ids after <s>, n <= max_steps,
     each the argmax of model(src, <s> + the tokens before it)[:, -1]; it may stop once every row has

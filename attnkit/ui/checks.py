@@ -4,140 +4,39 @@ Each checker calls the learner's code on small random inputs of several shapes, 
 result with attnkit's reference, and prints one line: a pass, or a hint that names the likely
 mistake. It returns True when the code passed. Nothing the learner hands over (a wrong
 signature, a list, numpy, a class that is not a module) escapes as a traceback: it becomes a
-hint too. The other notebooks' checkers (adder_checks, heatmap_checks, ...) use the helpers here.
+hint too (the shared machinery is in checking.py).
 
     >>> checks.check_causal_mask(my_causal_mask)
     ✅ causal_mask: passed — matches the reference for 1, 4, 7 and 13 positions
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
-import io
 import math
-import re
-import warnings
 from typing import Callable, Optional
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 
 from ..core.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
-
-
-class Hint(Exception):
-    """A mistake was found; the message is the hint shown to the learner."""
-
-    icon = "❌"
-
-
-class NotDone(Hint):
-    icon = "⏳"
-
-
-def _checker(title: str):
-    """Turn `check(...) -> pass message` (raising Hint) into `check(...) -> bool` that prints one line."""
-    def wrap(check):
-        @functools.wraps(check)
-        def run(*args, **kwargs) -> bool:
-            rng_state = torch.get_rng_state()  # a checker never moves the learner's random numbers
-            try:
-                # Whatever the learner's code prints stays out: the checker's line is the only one.
-                with contextlib.redirect_stdout(io.StringIO()):
-                    message = check(*args, **kwargs)
-            except Hint as hint:
-                print(_one_line(f"{hint.icon} {title}: {hint}"))
-                return False
-            except Exception as e:  # whatever the learner handed over: one line, never a traceback
-                print(_one_line(f"❌ {title}: the checker could not use what you passed ({_first_line(e)}) — "
-                                "compare your code's signature and return value with the exercise's"))
-                return False
-            finally:
-                torch.set_rng_state(rng_state)
-            print(_one_line(f"✅ {title}: passed — {message}"))
-            return True
-        return run
-    return wrap
-
-
-def _one_line(text: str) -> str:
-    """A hint that quotes a learner's value (a tensor's repr spans lines) still prints as one line."""
-    return re.sub(r"\s*\n\s*", " ", text.strip())
-
-
-def _first_line(e: BaseException) -> str:
-    return f"{type(e).__name__}: " + (str(e).strip().splitlines() or [""])[0]
+from .checking import GENERAL_ADVICE, Hint, as_tensor, call, checker, close, max_diff, randn
 
 
 # Common exception messages and what they usually mean in a learner's attention code.
-_ERROR_HINTS = [
+ATTENTION_ADVICE = GENERAL_ADVICE + (
     ("NoneType", "something is None: an argument that may be None (mask=None means 'no mask': guard it with "
                  "`if mask is not None`), or a function of yours that forgot to `return`"),
-    ("view size is not compatible", "after a transpose the tensor is not contiguous: use .reshape (or .contiguous().view)"),
-    ("positional argument", "your function's arguments differ from the exercise's: the checker calls it exactly as the exercise shows"),
-    ("unexpected keyword argument", "your function's arguments differ from the exercise's: use the names the exercise gives"),
-    ("missing 1 required", "your function's arguments differ from the exercise's: the checker calls it exactly as the exercise shows"),
     ("object has no attribute", "arguments in the wrong order, or a list/number where a tensor is expected? check the exercise's signature"),
-    ("cannot assign module before Module.__init__", "call super().__init__() first in __init__"),
     ("shapes cannot be multiplied", "a matrix product with the wrong axes: with batch and head axes, transpose with "
                                     "k.transpose(-2, -1) (k.T reverses every axis) and index axes from the end"),
     ("must match the size of tensor", "axes do not line up: with batch and head axes, transpose with k.transpose(-2, -1) "
                                       "(k.T reverses every axis), index axes from the end, and do not use the notebook's globals"),
     ("shape '[", "a reshape to a fixed or wrong size: take every size from the input's .shape, not from the notebook's globals"),
     ("is invalid for input of size", "a reshape to a fixed or wrong size: take every size from the input's .shape, not from the notebook's globals"),
-]
-
-
-def _call(fn: Callable, *args, context: str = "", **kwargs):
-    """Call the learner's code; turn any exception into a Hint naming it and what it usually means."""
-    if not callable(fn):
-        raise Hint(f"expected a function or class, got a {type(fn).__name__}: pass the function itself, without calling it")
-    try:
-        # What the learner's code prints or warns stays out of the checker's one line.
-        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return fn(*args, **kwargs)
-    except NotImplementedError:
-        raise NotDone("not implemented yet — fill in the stub above") from None
-    except Exception as e:
-        hint = f"your code raised {type(e).__name__}{context}: {(str(e).strip().splitlines() or [''])[0]}"
-        for fragment, meaning in _ERROR_HINTS:
-            if fragment in str(e):
-                hint += f" — {meaning}"
-                break
-        raise Hint(hint) from None
-
-
-def _as_tensor(x, what: str, shape: tuple, names: str = "") -> Tensor:
-    """x as a tensor of `shape`, or a hint saying what it is instead; `names` reads the shape, e.g. "(batch, pos)"."""
-    expected = f"{shape}" + (f" = {names}" if names else "")
-    if x is None:
-        raise Hint(f"your {what} is None — did you forget `return`?")
-    if isinstance(x, np.ndarray):
-        raise Hint(f"your {what} is a numpy array: return a torch tensor of shape {expected} (torch.as_tensor)")
-    if not isinstance(x, Tensor):
-        raise Hint(f"your {what} is a {type(x).__name__}, expected a torch tensor of shape {expected}")
-    if tuple(x.shape) != shape:
-        hint = f"your {what} has shape {tuple(x.shape)}, expected {expected}"
-        if x.numel() == math.prod(shape) and x.dim() == len(shape):
-            hint += (" — the right values in another arrangement: take every size from the input's .shape, "
-                     "not from fixed numbers or the notebook's globals")
-        raise Hint(hint)
-    return x
-
-
-def _close(a: Tensor, b: Tensor) -> bool:
-    return a.shape == b.shape and torch.allclose(a.double(), b.double(), atol=1e-5, rtol=1e-4)
-
-
-def _max_diff(a: Tensor, b: Tensor) -> str:
-    return f"max difference {(a.double() - b.double()).abs().max().item():.3g}"
-
-
-def _randn(*shape: int, seed: int) -> Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+)
+# notebook 01's learner code is attention code: its exceptions get the attention advice too
+_call = functools.partial(call, advice=ATTENTION_ADVICE)
 
 
 # ---------------------------------------------------------------- scaled dot-product attention
@@ -150,7 +49,7 @@ def _fitted_scale(weights: Tensor, scores: Tensor) -> Optional[float]:
     a = log_w - log_w.mean(-1, keepdim=True)
     b = scores.double() - scores.double().mean(-1, keepdim=True)
     s = ((a * b).sum() / (b * b).sum()).item()
-    return s if _close(weights, (scores * s).softmax(-1)) else None
+    return s if close(weights, (scores * s).softmax(-1)) else None
 
 
 def _diagnose_weights(w: Tensor, q: Tensor, k: Tensor, mask: Optional[Tensor], ref_w: Tensor) -> None:
@@ -158,10 +57,10 @@ def _diagnose_weights(w: Tensor, q: Tensor, k: Tensor, mask: Optional[Tensor], r
     d_head = q.size(-1)
     scores = q @ k.transpose(-2, -1)
     rows = w.double().sum(-1)
-    if mask is None and not _close(rows, torch.ones_like(rows)):
-        if _close(w.double().sum(-2), torch.ones_like(w.double().sum(-2))):
+    if mask is None and not close(rows, torch.ones_like(rows)):
+        if close(w.double().sum(-2), torch.ones_like(w.double().sum(-2))):
             raise Hint("the columns of your weights sum to 1, not the rows: softmax over the key axis, dim=-1")
-        if _close(rows, torch.full_like(rows, 1 / math.sqrt(d_head))):
+        if close(rows, torch.full_like(rows, 1 / math.sqrt(d_head))):
             raise Hint("each row sums to 1/sqrt(d_head): you divided after the softmax — scale the scores "
                        "before it, softmax(q @ kᵀ / sqrt(d_head))")
         raise Hint(f"rows of your weights sum to {rows.min().item():.3g}..{rows.max().item():.3g}, not 1: "
@@ -178,14 +77,14 @@ def _diagnose_weights(w: Tensor, q: Tensor, k: Tensor, mask: Optional[Tensor], r
             raise Hint(f"your scores are scaled by {s:.4g}, the checker's d_head is {d_head} (scale "
                        f"{1 / math.sqrt(d_head):.4g}): take d_head from the input, math.sqrt(q.size(-1)), not "
                        "from a fixed number, the notebook's globals or v's width")
-        raise Hint(f"your weights differ from softmax(q @ kᵀ / sqrt(d_head), dim=-1) ({_max_diff(w, ref_w)}): "
+        raise Hint(f"your weights differ from softmax(q @ kᵀ / sqrt(d_head), dim=-1) ({max_diff(w, ref_w)}): "
                    "compute the scores as q @ k.transpose(-2, -1)")
     # With a mask.
     full = mask.expand(w.shape)
-    if _close(w, scaled_dot_product_attention(q, k, k, ~mask)[1]):
+    if close(w, scaled_dot_product_attention(q, k, k, ~mask)[1]):
         raise Hint("mask inverted: True means 'may attend', so fill the scores where the mask is False "
                    "(scores.masked_fill(~mask, ...))")
-    if _close(w, scaled_dot_product_attention(q, k, k)[1]):
+    if close(w, scaled_dot_product_attention(q, k, k)[1]):
         raise Hint("your mask is ignored: the weights are the same as with no mask")
     blocked = w.masked_select(~full)
     if blocked.numel() and blocked.abs().max() > 1e-6:
@@ -193,13 +92,13 @@ def _diagnose_weights(w: Tensor, q: Tensor, k: Tensor, mask: Optional[Tensor], r
                    "very negative number, scores.masked_fill(~mask, torch.finfo(scores.dtype).min) "
                    "(filling with 0 still leaves exp(0) = 1)")
     rows = w.double().sum(-1)
-    if not _close(rows, torch.ones_like(rows)):
+    if not close(rows, torch.ones_like(rows)):
         raise Hint("masked after the softmax? masked weights are zero but the rows no longer sum to 1 — "
                    "fill the masked scores before the softmax instead")
-    raise Hint(f"with a mask your weights differ from the reference ({_max_diff(w, ref_w)})")
+    raise Hint(f"with a mask your weights differ from the reference ({max_diff(w, ref_w)})")
 
 
-@_checker("scaled_dot_product_attention")
+@checker("scaled_dot_product_attention")
 def check_scaled_dot_product_attention(fn: Callable) -> str:
     """`fn(q, k, v, mask=None) -> (output, weights)`, mask bool with True = may attend."""
     # 4-D (batch, heads, pos, d_head) with d_head 16; 2-D with d_head 9 (a hard-coded scale of 4 shows);
@@ -207,8 +106,8 @@ def check_scaled_dot_product_attention(fn: Callable) -> str:
     cases = [((2, 3), 4, 5, 16, 6), ((), 3, 7, 9, 5), ((1,), 1, 6, 10, 3)]
     for case, (lead, q_pos, k_pos, d_head, d_v) in enumerate(cases):
         seed = 10 * case
-        q, k, v = (_randn(*lead, q_pos, d_head, seed=seed), _randn(*lead, k_pos, d_head, seed=seed + 1),
-                   _randn(*lead, k_pos, d_v, seed=seed + 2))
+        q, k, v = (randn(*lead, q_pos, d_head, seed=seed), randn(*lead, k_pos, d_head, seed=seed + 1),
+                   randn(*lead, k_pos, d_v, seed=seed + 2))
         where = f" ({len(lead) + 2}-D inputs, q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
         out_names = "(..., q_pos, d_v)"
         w_shape = (*lead, q_pos, k_pos)
@@ -225,8 +124,8 @@ def check_scaled_dot_product_attention(fn: Callable) -> str:
             if isinstance(out, Tensor) and tuple(out.shape) == (*lead, q_pos, k_pos) and \
                     isinstance(w, Tensor) and tuple(w.shape) == (*lead, q_pos, d_v):
                 raise Hint("output and weights swapped: return (output, weights), in that order")
-            w = _as_tensor(w, "weights" + where + ")", w_shape, "(..., q_pos, k_pos)")
-            out = _as_tensor(out, "output" + where + ")", (*lead, q_pos, d_v), out_names)
+            w = as_tensor(w, "weights" + where + ")", w_shape, "(..., q_pos, k_pos)")
+            out = as_tensor(out, "output" + where + ")", (*lead, q_pos, d_v), out_names)
             if torch.isnan(out).any() or torch.isnan(w).any():
                 raise Hint(nan_hint)
             again = _call(fn, *args, context=context + where + ")")
@@ -238,20 +137,20 @@ def check_scaled_dot_product_attention(fn: Callable) -> str:
         # 1. No mask: the softmax axis and the scale.
         out, w = run(None, " with mask=None", "NaN in the output with mask=None")
         ref_out, ref_w = scaled_dot_product_attention(q, k, v)
-        if not _close(w, ref_w):
+        if not close(w, ref_w):
             _diagnose_weights(w, q, k, None, ref_w)
-        if not _close(out, ref_out):
-            raise Hint(f"your weights are right but the output is not weights @ v ({_max_diff(out, ref_out)})")
+        if not close(out, ref_out):
+            raise Hint(f"your weights are right but the output is not weights @ v ({max_diff(out, ref_out)})")
 
         # 2. A mask (every row keeps at least one key, none keeps all): its polarity, masking before the softmax.
-        mask = _randn(*lead[:1], *([1] if len(lead) == 2 else []), q_pos, k_pos, seed=seed + 3) > 0
+        mask = randn(*lead[:1], *([1] if len(lead) == 2 else []), q_pos, k_pos, seed=seed + 3) > 0
         mask[..., 0], mask[..., 1] = True, False
         out, w = run(mask, " with a mask", "NaN in the output with a mask, though no row is fully masked")
         ref_out, ref_w = scaled_dot_product_attention(q, k, v, mask)
-        if not _close(w, ref_w):
+        if not close(w, ref_w):
             _diagnose_weights(w, q, k, mask, ref_w)
-        if not _close(out, ref_out):
-            raise Hint(f"with a mask your weights are right but the output is not weights @ v ({_max_diff(out, ref_out)})")
+        if not close(out, ref_out):
+            raise Hint(f"with a mask your weights are right but the output is not weights @ v ({max_diff(out, ref_out)})")
 
         # 3. A fully masked row: zeros, never NaN.
         mask[..., 0, :] = False
@@ -261,7 +160,7 @@ def check_scaled_dot_product_attention(fn: Callable) -> str:
                      "(or clean up with torch.nan_to_num), then zero the rows with no key: "
                      "weights * mask.any(-1, keepdim=True)")
         ref_out, ref_w = scaled_dot_product_attention(q, k, v, mask)
-        if not (_close(w, ref_w) and _close(out, ref_out)):
+        if not (close(w, ref_w) and close(out, ref_out)):
             row = w[..., 0, :]
             if torch.allclose(row, torch.full_like(row, 1 / k_pos)):
                 raise Hint("your fully masked row attends evenly to every key: a query whose keys are all masked "
@@ -274,11 +173,11 @@ def check_scaled_dot_product_attention(fn: Callable) -> str:
 
 # ---------------------------------------------------------------- causal mask
 
-@_checker("causal_mask")
+@checker("causal_mask")
 def check_causal_mask(fn: Callable) -> str:
     """`fn(n_pos) -> (n_pos, n_pos)` bool, True = may attend."""
     for n in (4, 1, 7, 13):  # 4 first: large enough to tell every wrong triangle apart; 13 > any small buffer
-        mask = _as_tensor(_call(fn, n, context=f" for n_pos={n}"), f"mask for n_pos={n}", (n, n), "(n_pos, n_pos)")
+        mask = as_tensor(_call(fn, n, context=f" for n_pos={n}"), f"mask for n_pos={n}", (n, n), "(n_pos, n_pos)")
         ref = causal_mask(n)
         if mask.dtype != torch.bool:
             if mask.is_floating_point() and torch.isinf(mask).any():
@@ -313,18 +212,18 @@ def check_causal_mask(fn: Callable) -> str:
 _HEAD_CASES = [(2, 5, 3, 4), (1, 7, 5, 3), (3, 2, 1, 6)]
 
 
-@_checker("split_heads")
+@checker("split_heads")
 def check_split_heads(fn: Callable) -> str:
     """`fn(x, n_heads)`: (batch, pos, d_model) -> (batch, heads, pos, d_head)."""
     for batch, n_pos, n_heads, d_head in _HEAD_CASES:
-        x = _randn(batch, n_pos, n_heads * d_head, seed=5)
+        x = randn(batch, n_pos, n_heads * d_head, seed=5)
         expected = (batch, n_heads, n_pos, d_head)
         context = f" for x of shape {tuple(x.shape)}, n_heads={n_heads}"
         out = _call(fn, x.clone(), n_heads, context=context)
         if isinstance(out, Tensor) and tuple(out.shape) == (batch, n_pos, n_heads, d_head) != expected:
             raise Hint(f"your output has shape {tuple(out.shape)}, expected {expected} = (batch, heads, pos, d_head): "
                        "forgot transpose(1, 2) after the view?")
-        out = _as_tensor(out, "output" + context, expected, "(batch, heads, pos, d_head)")
+        out = as_tensor(out, "output" + context, expected, "(batch, heads, pos, d_head)")
         if torch.equal(out, x.view(expected)) and n_heads > 1 and n_pos > 1:
             raise Hint("wrong transpose: reshaping straight to (batch, heads, pos, d_head) mixes positions into "
                        "heads; view as (batch, pos, heads, d_head), then transpose(1, 2)")
@@ -334,14 +233,14 @@ def check_split_heads(fn: Callable) -> str:
     return "(batch, pos, d_model) -> (batch, heads, pos, d_head) for 3 shapes (batch 1, one head, odd widths)"
 
 
-@_checker("merge_heads")
+@checker("merge_heads")
 def check_merge_heads(fn: Callable) -> str:
     """`fn(z)`: (batch, heads, pos, d_head) -> (batch, pos, d_model)."""
     for batch, n_pos, n_heads, d_head in _HEAD_CASES:
-        z = _randn(batch, n_heads, n_pos, d_head, seed=6)
+        z = randn(batch, n_heads, n_pos, d_head, seed=6)
         expected = (batch, n_pos, n_heads * d_head)
         context = f" for z of shape {tuple(z.shape)}"
-        out = _as_tensor(_call(fn, z.clone(), context=context), "output" + context, expected, "(batch, pos, d_model)")
+        out = as_tensor(_call(fn, z.clone(), context=context), "output" + context, expected, "(batch, pos, d_model)")
         if torch.equal(out, z.reshape(expected)) and n_heads > 1 and n_pos > 1:
             raise Hint("wrong transpose: reshaping (batch, heads, pos, d_head) straight to (batch, pos, d_model) "
                        "mixes heads and positions; transpose(1, 2) first, then reshape")
@@ -386,7 +285,7 @@ def _mha_module(cls, d_model: int, n_heads: int) -> nn.Module:
                    "class MyMultiHeadAttention(nn.Module) and call super().__init__() first")
     missing = [n for n in ("W_Q", "W_K", "W_V", "W_O") if not isinstance(getattr(module, n, None), nn.Linear)]
     if missing:  # an unfilled stub says so first
-        _call(module, _randn(1, 2, d_model, seed=0), context=" in forward")
+        _call(module, randn(1, 2, d_model, seed=0), context=" in forward")
     if missing == ["W_O"]:
         raise Hint("missing W_O: multi-head attention ends with an output projection, "
                    "self.W_O = nn.Linear(d_model, d_model), applied to the merged heads")
@@ -408,7 +307,7 @@ def _mha_module(cls, d_model: int, n_heads: int) -> nn.Module:
     return module
 
 
-@_checker("multi_head_attention")
+@checker("multi_head_attention")
 @torch.no_grad()
 def check_multi_head_attention(cls: Callable) -> str:
     """`cls(d_model, n_heads)` -> a module with nn.Linear W_Q, W_K, W_V, W_O and
@@ -425,13 +324,13 @@ def check_multi_head_attention(cls: Callable) -> str:
             mine, theirs = getattr(ref, name), getattr(module, name)
             mine.weight.copy_(theirs.weight)
             mine.bias.copy_(theirs.bias if theirs.bias is not None else torch.zeros(d_model))
-        x = _randn(batch, n_pos, d_model, seed=7 + case)
+        x = randn(batch, n_pos, d_model, seed=7 + case)
 
         def run(context: str, **kwargs) -> Tensor:
             out = _call(module, x.clone(), context=context + where, **kwargs)
             if isinstance(out, tuple) and out:  # (output, weights) is fine too
                 out = out[0]
-            out = _as_tensor(out, "output" + where, (batch, n_pos, d_model), "(batch, pos, d_model)")
+            out = as_tensor(out, "output" + where, (batch, n_pos, d_model), "(batch, pos, d_model)")
             if torch.isnan(out).any():
                 raise Hint(f"NaN in the output{context}{where}")
             return out
@@ -440,7 +339,7 @@ def check_multi_head_attention(cls: Callable) -> str:
         if not torch.equal(out, run(" in forward")):
             raise Hint("your module gives different outputs for the same input in eval mode: dropout left on? "
                        "F.dropout defaults to training=True; use nn.Dropout, or leave dropout out")
-        if not _close(out, ref(x)):
+        if not close(out, ref(x)):
             wrong = [
                 ("missing W_O: your output skips the output projection; return self.W_O(merged heads)",
                  dict(W_O=False)),
@@ -453,10 +352,10 @@ def check_multi_head_attention(cls: Callable) -> str:
                 ("scores not scaled by 1/sqrt(d_head): divide each head's q @ kᵀ by sqrt(d_head)", dict(scale=1.0)),
             ]
             for hint, mistake in wrong:
-                if _close(out, _mha_variant(ref, x, None, **mistake)):
+                if close(out, _mha_variant(ref, x, None, **mistake)):
                     raise Hint(hint)
             raise Hint(f"your output differs from the reference with the same weights{where} "
-                       f"({_max_diff(out, ref(x))}): check the split into self.n_heads heads, the scale "
+                       f"({max_diff(out, ref(x))}): check the split into self.n_heads heads, the scale "
                        "1/sqrt(d_head) and the order W_Q/W_K/W_V -> attention -> merge -> W_O")
 
         try:
@@ -470,11 +369,11 @@ def check_multi_head_attention(cls: Callable) -> str:
         pad = torch.zeros(batch, n_pos, dtype=torch.bool)
         pad[-1, -2:] = True  # the last sequence is two tokens shorter
         out = run(" with a key_padding_mask", key_padding_mask=pad)
-        if not _close(out, ref(x, key_padding_mask=pad)):
-            if _close(out, ref(x, key_padding_mask=~pad)):
+        if not close(out, ref(x, key_padding_mask=pad)):
+            if close(out, ref(x, key_padding_mask=~pad)):
                 raise Hint("key_padding_mask is True at padding, so those keys are the ones to block: "
                            "attend where the mask is False (mask = ~key_padding_mask)")
-            if _close(out, ref(x)):
+            if close(out, ref(x)):
                 raise Hint("key_padding_mask ignored: the output is the same as without it")
             raise Hint("with a key_padding_mask your output differs: block keys where it is True, "
                        "broadcast as key_padding_mask[:, None, None, :] over heads and queries")

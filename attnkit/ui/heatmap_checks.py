@@ -9,8 +9,6 @@ shapes (batch 1, head counts and operand lengths other than the trained adder's)
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import math
 import warnings
 from typing import Callable
@@ -22,32 +20,24 @@ from torch import Tensor
 from ..adder.data import EOS, PAD, encode_sources, encode_targets
 from ..core.hooks import ActivationCache
 from ..interp.roles import row_shares
-from .checks import Hint, NotDone, _checker
+from .checking import Hint, NotDone, call, checker
 
 
 def _attempt(fn: Callable, *args, context: str = "", shapes: str = "", axes: bool = False):
-    """Call the learner's function quietly (its prints and warnings would add lines); an exception
-    becomes a Hint naming it, NotImplementedError the ⏳ line."""
+    """checking.call (numpy's warnings silenced too), after saying what to pass when `fn` is not a
+    function; `axes` and `shapes` add this exercise's advice for index and broadcasting errors."""
     if isinstance(fn, type):
         raise Hint(f"you passed a class ({fn.__name__}): write a function (def ...) and pass it, e.g. check(my_function)")
     if not callable(fn):
         what = "None" if fn is None else f"a {type(fn).__name__}"
         raise Hint(f"pass your function itself, e.g. check(my_function), not {what}")
-    try:
-        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
-            return fn(*args)
-    except NotImplementedError:
-        raise NotDone("not implemented yet — fill in the stub above (open the exercise's Hint if you are stuck)") from None
-    except Exception as e:
-        first = (str(e).strip().splitlines() or [""])[0]
-        hint = f"your code raised {type(e).__name__}{context}: {first}"
-        if axes and ("out of range" in first or "too many indices" in first or "to unpack" in first):
-            hint += (" — write it for any number of leading axes: count axes from the end (dim=-1 is the "
-                     "key axis) and don't unpack a fixed number of sizes")
-        elif "must match the size" in first or "could not be broadcast" in first or "shape mismatch" in first:
-            hint += f" — {shapes}" if shapes else ""
-        raise Hint(hint) from None
+    advice = [(fragment, "write it for any number of leading axes: count axes from the end (dim=-1 is the key "
+                         "axis) and don't unpack a fixed number of sizes")
+              for fragment in ("out of range", "too many indices", "to unpack") if axes]
+    advice += [(fragment, shapes) for fragment in ("must match the size", "could not be broadcast", "shape mismatch")
+               if shapes]
+    with np.errstate(all="ignore"):
+        return call(fn, *args, context=context, advice=advice)
 
 
 def _array(x, expected: str) -> np.ndarray:
@@ -105,7 +95,7 @@ def _row_text(w: Tensor) -> str:
     return f"[{shown}]"
 
 
-@_checker("row_entropy")
+@checker("row_entropy")
 def check_row_entropy(fn: Callable) -> str:
     """`fn(pattern)`: (..., q_pos, k_pos) weights -> (..., q_pos) entropy of each row in bits."""
     for label, w in _entropy_cases():
@@ -210,7 +200,7 @@ def _typical_cases() -> list[tuple[str, np.ndarray, np.ndarray]]:
     return [a, b, c]
 
 
-@_checker("typical_sample")
+@checker("typical_sample")
 def check_typical_sample(fn: Callable) -> str:
     """`fn(values, means)` -> int: the sample whose measures are closest to the head's averages."""
     for label, values, means in _typical_cases():
@@ -349,7 +339,7 @@ ALIGNED_EXAMPLE = ("e.g. 663+497 → 1160: decoder position 0 writes the thousan
                    "4 writes </s> (left out)")
 
 
-@_checker("aligned_share")
+@checker("aligned_share")
 def check_aligned_share(fn: Callable) -> str:
     """`fn(cache, head)` -> float: a dec.cross head's mean weight on the aligned column over every
     counted row of every problem (roles.head_roles' "aligned")."""

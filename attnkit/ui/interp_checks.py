@@ -15,7 +15,7 @@ from torch import Tensor
 
 from ..core.hooks import HookPoint
 from ..interp.patching import carry_pair
-from .checks import Hint, _call, _checker
+from .checking import Hint, call, checker
 
 # ---------------------------------------------------------------- the normalised effect
 
@@ -107,7 +107,7 @@ def _on_numpy_floats(fn: Callable) -> Optional[list]:
     """The learner's results on _EFFECT_CASES given numpy floats, which divide by zero without raising."""
     try:
         with np.errstate(all="ignore"):
-            values = [_value(_call(fn, *map(np.float64, case)), "function") for case in _EFFECT_CASES]
+            values = [_value(call(fn, *map(np.float64, case)), "function") for case in _EFFECT_CASES]
     except Hint:
         return None
     return [float(v) for v in values] if all(v.shape == () for v in values) else None
@@ -118,9 +118,9 @@ def _effect_on_floats(fn: Callable) -> None:
     for p, c, k in _EFFECT_CASES:
         where = f" for patched={p}, clean={c}, corrupted={k}"
         try:
-            result = _call(fn, p, c, k, context=where)
+            result = call(fn, p, c, k, context=where)
         except Hint as hint:
-            raised = str(hint).split(" — ")[0].removesuffix(", but expected one of:")  # without _call's guess
+            raised = str(hint).split(" — ")[0].removesuffix(", but expected one of:")  # without call's advice
             if "ZeroDivisionError" in str(hint):
                 got = _on_numpy_floats(fn)  # an upside-down fraction or the arguments in another order?
                 if got is not None:
@@ -150,14 +150,14 @@ def _effect_on_floats(fn: Callable) -> None:
                "the corrupted one")
 
 
-@_checker("normalised_effect")
+@checker("normalised_effect")
 def check_normalised_effect(fn: Callable) -> str:
     """`fn(patched, clean, corrupted)` -> (patched - corrupted) / (clean - corrupted), elementwise."""
     _effect_on_floats(fn)
     for kind, args in _EFFECT_ARRAYS:
         copies = tuple(a.copy() if isinstance(a, np.ndarray) else a.clone() for a in args)
         try:
-            result = _call(fn, *copies, context=f" on {kind}")
+            result = call(fn, *copies, context=f" on {kind}")
         except Hint as hint:
             text = str(hint)
             if any(s in text for s in ("Python scalars", "to Scalar", "array of size 1", "ambiguous")):
@@ -249,7 +249,7 @@ def _which_cells(out: Tensor, z: Tensor, clean: Tensor, head: int, pos: int) -> 
                f"should change, z[:, {head}, {pos}]")
 
 
-@_checker("patch_hook")
+@checker("patch_hook")
 def check_patch_hook(make_hook: Callable) -> str:
     """`make_hook(clean_z, head, pos)` -> hook(z, hook_point) returning z with [:, head, pos] from clean_z."""
     for batch, n_heads, n_pos, d_head, head, pos in _HOOK_CASES:
@@ -258,7 +258,7 @@ def check_patch_hook(make_hook: Callable) -> str:
         z = torch.randn(batch, n_heads, n_pos, d_head, generator=gen)
         clean_before, z_before = clean.clone(), z.clone()
         where = f" (z of shape {tuple(z.shape)}, head {head}, pos {pos})"
-        hook = _call(make_hook, clean, head, pos, context=" when making the hook")
+        hook = call(make_hook, clean, head, pos, context=" when making the hook")
         if isinstance(hook, Tensor):
             raise Hint("make_hook returned a tensor: it should return the hook function itself, `return hook`, "
                        "without calling it — the model calls it later with each z")
@@ -268,7 +268,7 @@ def check_patch_hook(make_hook: Callable) -> str:
         hook_point = HookPoint()
         hook_point.name = "enc.self.0.hook_z"
         try:
-            out = _call(hook, z, hook_point, context=f" when called as hook(z, hook_point){where}")
+            out = call(hook, z, hook_point, context=f" when called as hook(z, hook_point){where}")
         except Hint as hint:
             text = str(hint)
             if "but 2 were given" in text or "takes 1 positional argument" in text:
@@ -407,7 +407,7 @@ def _pair_hint(a: int, b: int, got, want: Optional[tuple[str, str]]) -> str:
             "the largest digit that does not carry, and keep the rest")
 
 
-@_checker("carry_pair")
+@checker("carry_pair")
 def check_carry_pair(fn: Callable) -> str:
     """`fn(a, b)` -> ("a+b", "a+b2") where b2 lowers b's units digit so the units column stops
     carrying and no other carry changes; None when that is impossible."""
@@ -415,7 +415,7 @@ def check_carry_pair(fn: Callable) -> str:
     cases = _PAIR_CASES + [tuple(map(int, p)) for p in rng.integers(0, 1000, (200, 2))]
     for a, b in cases:
         want = carry_pair(a, b, 0)
-        got = _call(fn, a, b, context=f" on a={a}, b={b}")
+        got = call(fn, a, b, context=f" on a={a}, b={b}")
         if want is None and got is None:
             continue
         if want is not None and isinstance(got, (tuple, list)) and len(got) == 2 and \

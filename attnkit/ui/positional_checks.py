@@ -19,25 +19,16 @@ import torch
 from torch import Tensor
 
 from ..core import positional as P
-from .checks import Hint, NotDone, _checker
+from .checking import Hint, NotDone, call, checker, first_line
 
 BASE = 10000.0
 
 
-def _first_line(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [""])[0][:200]
-
-
 def _run(fn, *args, context: str = ""):
-    """Call the learner's function; NotImplementedError -> ⏳, any other exception -> a hint."""
+    """checking.call, after saying what to pass when it is not a function."""
     if not callable(fn):
         raise Hint(f"pass your function itself (e.g. check(my_function)), not {_a(fn)}")
-    try:
-        return fn(*args)
-    except NotImplementedError:
-        raise NotDone("not implemented yet — fill in the stub above") from None
-    except Exception as e:
-        raise Hint(f"your code raised {type(e).__name__}{context}: {_first_line(e)}") from None
+    return call(fn, *args, context=context)
 
 
 def _a(x) -> str:
@@ -150,7 +141,7 @@ def _table_mistakes(got: Tensor, n: int, d: int) -> str:
     return ""
 
 
-@_checker("sinusoidal_table")
+@checker("sinusoidal_table")
 def check_sinusoidal_table(fn: Callable) -> str:
     """`fn(n_pos, d_model)` -> (n_pos, d_model): PE[p, 2i] = sin(p·ω_i), PE[p, 2i+1] = cos(p·ω_i),
     ω_i = 10000^(-2i/d_model); an odd d_model raises ValueError."""
@@ -199,10 +190,10 @@ def check_sinusoidal_table(fn: Callable) -> str:
         raise NotDone("not implemented yet — fill in the stub above") from None
     except ValueError as e:
         if re.search(r"could not broadcast|could not be broadcast|cannot reshape|with a sequence", str(e)):
-            raise Hint(f"an odd d_model fails by accident inside your code (ValueError: {_first_line(e)}): "
+            raise Hint(f"an odd d_model fails by accident inside your code (ValueError: {first_line(e)}): "
                        "check it first — `if d_model % 2: raise ValueError(...)`") from None
     except Exception as e:
-        raise Hint(f"your code raised {type(e).__name__}{context} ({_first_line(e)}): raise a ValueError "
+        raise Hint(f"your code raised {type(e).__name__}{context} ({first_line(e)}): raise a ValueError "
                    "that says the width must be even — `if d_model % 2: raise ValueError(...)` first") from None
     else:
         returned = "None" if out is None else "a table"
@@ -255,7 +246,7 @@ def _shift_mistakes(got: Tensor, k: int, d: int) -> str:
     return ""
 
 
-@_checker("shift_matrix")
+@checker("shift_matrix")
 def check_shift_matrix(fn: Callable) -> str:
     """`fn(k, d_model)` -> (d_model, d_model) block-diagonal M_k with PE(p + k) = M_k · PE(p)."""
     for k, d in ((3, 6), (1, 10), (-2, 22), (0, 4), (100, 8)):
@@ -329,7 +320,7 @@ def _rope_mistakes(got: Tensor, x: Tensor) -> str:
     return ""
 
 
-@_checker("rotate (RoPE)")
+@checker("rotate (RoPE)")
 def check_rotate(fn: Callable) -> str:
     """`fn(x)`: x (..., pos, d_head) -> the same shape, pair (2i, 2i+1) at position p turned by p·ω_i."""
     gen = torch.Generator().manual_seed(5)
@@ -344,7 +335,7 @@ def check_rotate(fn: Callable) -> str:
         except NotImplementedError:
             raise NotDone("not implemented yet — fill in the stub above") from None
         except Exception as e:
-            hint = f"your code raised {type(e).__name__}{context}: {_first_line(e)}"
+            hint = f"your code raised {type(e).__name__}{context}: {first_line(e)}"
             if _SHAPE_ERROR.search(str(e)):
                 hint += (" — x is (..., pos, d_head) with any number of leading axes: take n_pos = x.shape[-2] "
                          "and d_head = x.shape[-1], and let the (pos, d_head/2) angles broadcast over the rest")
@@ -476,7 +467,7 @@ def _alibi_mistakes(got: Tensor, n: int, H: int) -> str:
             f"{_pair_slopes(H)[h].item():.4g} (pair {h // 2} of alibi_slopes((n_heads + 1) // 2))")
 
 
-@_checker("alibi_bias")
+@checker("alibi_bias")
 def check_alibi_bias(fn: Callable) -> str:
     """`fn(n_pos, n_heads)` -> (heads, q_pos, k_pos), attnkit's directional ALiBi bias."""
     odd_passed = False  # once an odd head count has passed, a later failure is about something else
@@ -533,7 +524,7 @@ def _pool_cases() -> list[tuple[Tensor, Tensor]]:
     return [(score, pad), single, (wide, wide_pad)]
 
 
-@_checker("max_pool")
+@checker("max_pool")
 def check_max_pool(fn: Callable) -> str:
     """`fn(score, pad)`: score (batch, pos), pad (batch, pos) True = padding -> (batch,) max over real tokens."""
     for score, pad in _pool_cases():
