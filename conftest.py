@@ -4,7 +4,7 @@ stub is reported as not done, and nothing raises). nbval --nbval-lax compares no
 hook reads the check cells' output itself."""
 import pytest
 
-MARKS = ("✅", "❌", "⏳")
+from attnkit.course.grading import checker_lines
 
 
 def _expected_mark(item):
@@ -18,8 +18,7 @@ def pytest_runtest_call(item):
     cell = getattr(item, "cell", None)
     if cell is None or "check" not in cell.get("metadata", {}).get("tags", []):
         return result
-    text = "".join(out.get("text", "") for out in (item.test_outputs or []) if out.get("output_type") == "stream")
-    lines = [line for line in text.splitlines() if line.startswith(MARKS)]
+    lines = checker_lines(item.test_outputs or [])
     exercise = cell.metadata.get("attnkit", {}).get("exercise", "?")
     expected = _expected_mark(item)
     if len(lines) != 1 or not lines[0].startswith(expected):

@@ -8,7 +8,7 @@ between nbgrader's markers, in a cell nbgrader's metadata marks as a solution ce
         ### END SOLUTION
 
 The student edition replaces every such region with a stub that raises NotImplementedError
-(which the checkers report as ⏳), drops every <details> Solution block and every output. The
+(which the checkers report as ⏳) and drops every output. The
 self-study edition (with_solutions=True) keeps each solution as a collapsible block under its
 stub. nbgrader's own `generate_assignment` reads the same markers and metadata.
 """
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import os
-import re
 import tempfile
 from pathlib import Path
 
@@ -24,17 +23,21 @@ import nbformat
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 STUB = 'raise NotImplementedError("your code here")'
-SOLUTION_DETAILS = re.compile(r"<details>\s*<summary>\s*Solution\s*</summary>.*?</details>\s*", re.S)
 
 
 def is_solution_cell(cell) -> bool:
     return bool(cell.get("metadata", {}).get("nbgrader", {}).get("solution"))
 
 
+def check_cells(nb) -> dict:
+    """The notebook's check cells by exercise id, in order."""
+    return {cell.metadata["attnkit"]["exercise"]: cell for cell in nb.cells
+            if "check" in cell.get("metadata", {}).get("tags", [])}
+
+
 def exercise_ids(nb) -> list[str]:
-    """The exercises a notebook checks, in order: the ids of its check cells."""
-    return [cell.metadata["attnkit"]["exercise"] for cell in nb.cells
-            if "check" in cell.get("metadata", {}).get("tags", [])]
+    """The exercises a notebook checks, in order."""
+    return list(check_cells(nb))
 
 
 def stub_source(source: str, where: str = "cell") -> str:
@@ -63,7 +66,7 @@ def without_markers(source: str) -> str:
 
 
 def student_notebook(nb, with_solutions: bool = False):
-    """A copy of `nb` as the student edition (stubs, no solutions, no outputs)."""
+    """A copy of `nb` as the student edition (stubs for solutions, no outputs)."""
     nb = copy.deepcopy(nb)
     nb.metadata["attnkit"] = {"edition": "self-study" if with_solutions else "student"}
     cells = []
@@ -82,10 +85,6 @@ def student_notebook(nb, with_solutions: bool = False):
                     cells.append(nbformat.v4.new_markdown_cell(
                         f"<details><summary>Solution</summary>\n\n```python\n{solution}\n```\n\n</details>",
                         id=f"{cell.get('id', index)}-solution"[:64]))
-                continue
-        elif cell.cell_type == "markdown" and not with_solutions:
-            cell.source = SOLUTION_DETAILS.sub("", cell.source).rstrip()
-            if not cell.source:
                 continue
         cells.append(cell)
     nb.cells = cells

@@ -19,7 +19,7 @@ from typing import Iterable, Optional
 
 import nbformat
 
-from .editions import exercise_ids
+from .editions import check_cells, exercise_ids
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 MARKS = ("✅", "❌", "⏳")
@@ -31,11 +31,6 @@ class Row:
     exercise: str
     passed: bool
     line: str                   # the checker's line, or why there is none
-
-
-def _check_cells(nb) -> dict:
-    return {cell.metadata["attnkit"]["exercise"]: cell for cell in nb.cells
-            if "check" in cell.get("metadata", {}).get("tags", [])}
 
 
 def course_notebook(path: Path, nb, notebooks_dir: Path = NOTEBOOKS_DIR) -> Optional[Path]:
@@ -53,8 +48,8 @@ def course_notebook(path: Path, nb, notebooks_dir: Path = NOTEBOOKS_DIR) -> Opti
 
 def _restore_checks(nb, source) -> list[str]:
     """Put the course's check cells back into `nb`; the exercises expected, in the course's order."""
-    ours = _check_cells(source)
-    for exercise, cell in _check_cells(nb).items():
+    ours = check_cells(source)
+    for exercise, cell in check_cells(nb).items():
         if exercise in ours:
             cell.source = ours[exercise].source
     return list(ours)
@@ -83,11 +78,10 @@ def _error_of(cell) -> Optional[str]:
     return None
 
 
-def _checker_line(cell) -> Optional[str]:
-    text = "".join(o.get("text", "") for o in cell.get("outputs", [])
-                   if o.get("output_type") == "stream" and o.get("name") == "stdout")
-    lines = [line for line in text.splitlines() if line.startswith(MARKS)]
-    return lines[-1] if lines else None
+def checker_lines(outputs) -> list[str]:
+    """The checker lines (✅/❌/⏳) among a cell's outputs."""
+    text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream" and o.get("name") == "stdout")
+    return [line for line in text.splitlines() if line.startswith(MARKS)]
 
 
 def run_notebook(nb, folder: Path, cell_timeout: float) -> tuple[Optional[str], int]:
@@ -137,7 +131,7 @@ def grade_notebook(path, cell_timeout: float = 120, notebooks_dir: Path = NOTEBO
         tags = cell.get("metadata", {}).get("tags", [])
         if "check" in tags:
             exercise = cell.metadata["attnkit"]["exercise"]
-            line = _checker_line(cell)
+            line = (checker_lines(cell.get("outputs", [])) or [None])[-1]
             if index > last:
                 rows[exercise] = Row(name, exercise, False, f"not reached: {stopped}")
             elif index == last and stopped:
