@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from attnkit.adder.data import PAD
 from attnkit.core.hooks import gate_z
 from attnkit.ui import ablation_checks as C
+from attnkit.ui import check_models
 from conftest import checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "04_head_ablation.ipynb"
@@ -603,9 +604,9 @@ def test_head_importance_never_raises(capsys):
 
 def test_importance_mistakes_are_told_apart():
     """Every planted-mistake score differs from the right one by far more than the tolerance."""
-    model = C._tiny_model(7)
+    model = check_models.tiny_ablation_model(7)
     sizes = [3, 1, 5]
-    batches = C._problems(model, sizes, seed=7)
+    batches = check_models.sum_batches(model, sizes, seed=7)
     tokens = [int((gold != PAD).sum()) for _, _, gold in batches]
     grads = C._gate_grads(model, batches)
     for name, G in grads.items():

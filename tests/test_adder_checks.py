@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from attnkit.ui import adder_checks as C
+from attnkit.ui import check_models
 from conftest import checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "02_training_the_adder.ipynb"
@@ -214,7 +215,7 @@ def loss_no_grad(model, src, tgt, pad_id):
         return flat_ce(model(src, tgt[:, :-1]), tgt[:, 1:], ignore_index=pad_id)
 
 
-NOTEBOOK_MODEL = C._ToySeq2Seq(14, seed=0)  # stands for a model from the notebook (`live.model`)
+NOTEBOOK_MODEL = check_models.ToySeq2Seq(14, seed=0)  # stands for a model from the notebook (`live.model`)
 
 
 @pytest.mark.parametrize("fn, hint", [
@@ -482,6 +483,6 @@ def test_greedy_cases_are_robust_and_varied():
 
 
 def test_greedy_uses_its_own_models_and_leaves_the_committed_adder_out_when_it_is_missing(monkeypatch):
-    monkeypatch.setattr(C, "_committed_state", lambda: None)
+    monkeypatch.setattr(check_models, "committed_state", lambda: None)
     passed, line = run(C.check_greedy, greedy)
     assert passed and "on 3 models" in line

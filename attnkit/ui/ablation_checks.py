@@ -15,9 +15,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..adder.data import PAD
-from ..adder.model import Seq2SeqConfig, Seq2SeqTransformer
 from ..core.hooks import HookPoint, ablate_heads, gate_z
-from ..interp.ablation import Problems
+from .check_models import sum_batches, tiny_ablation_model
 from .checking import GENERAL_ADVICE, Hint, call, checker
 
 
@@ -47,31 +46,6 @@ def _array(x, what: str) -> np.ndarray:
     except (TypeError, ValueError, RuntimeError):
         raise Hint(f"your {what} returned a {type(x).__name__}, expected a tensor of numbers") from None
     return out
-
-
-def _tiny_model(seed: int) -> Seq2SeqTransformer:
-    """A small encoder-decoder unlike the notebook's adder (3 heads, d_head 4, 1 + 2 layers,
-    two-digit operands), seeded without touching the global RNG."""
-    cfg = Seq2SeqConfig(n_digits=2, d_model=12, n_heads=3, n_enc_layers=1, n_dec_layers=2, d_ff=24)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = Seq2SeqTransformer(cfg)
-        with torch.no_grad():  # larger weights than the default init: sharper, more varied gradients
-            for name, p in model.named_parameters():
-                if p.dim() == 2:
-                    p.mul_(2.5)
-    return model.eval()
-
-
-def _problems(model, sizes: list[int], seed: int) -> list[tuple[Tensor, Tensor, Tensor]]:
-    """Batches (src, tgt_in, gold) of two-digit sums with answers of 1 to 3 digits (PAD in gold)."""
-    rng = np.random.default_rng(seed)
-    n = sum(sizes)
-    a, b = rng.integers(0, 100, n), rng.integers(0, 100, n)
-    a[:2], b[:2] = [3, 99], [4, 98]  # a one-digit and a three-digit answer
-    p = Problems.from_operands(model, a, b)
-    bounds = np.cumsum([0] + sizes)
-    return [(p.src[i:j], p.tgt_in[i:j], p.gold[i:j]) for i, j in zip(bounds[:-1], bounds[1:])]
 
 
 # ---------------------------------------------------------------- ⭐ an ablation hook
@@ -183,8 +157,8 @@ def check_ablation_hook(make_hook: Callable) -> str:
                 raise Hint(_diagnose_hook(out.detach(), z, head, fill) + where)
 
     # The same hooks inside the kit's own mechanism: run_with_hooks on a tiny model vs ablate_heads.
-    model = _tiny_model(4)
-    (src, tgt_in, _), = _problems(model, [3], seed=4)
+    model = tiny_ablation_model(4)
+    (src, tgt_in, _), = sum_batches(model, [3], seed=4)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(5)
         fills = {name: torch.randn(m.n_heads, m.d_head) for name, m in model.attention_modules().items()}
@@ -464,9 +438,9 @@ def check_head_importance(fn: Callable) -> str:
     """`fn(model, name, batches)` -> (heads,): the mean over every problem of |∂L(x)/∂ξ_h| at
     ξ = 1, the gate ξ multiplying head h's z at `name`.hook_z; L(x) = the problem's summed
     cross-entropy, PAD ignored; batches: (src, tgt_in, gold) triples."""
-    model = _tiny_model(7)
+    model = tiny_ablation_model(7)
     sizes = [3, 1, 5]
-    batches = _problems(model, sizes, seed=7)
+    batches = sum_batches(model, sizes, seed=7)
     tokens = [int((gold != PAD).sum()) for _, _, gold in batches]
     grads = _gate_grads(model, batches)
     state = {k: v.clone() for k, v in model.state_dict().items()}

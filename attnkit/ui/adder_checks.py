@@ -10,7 +10,6 @@ batch, its PAD = 13 or its globals does not pass.
 """
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Callable, Optional
 
 import numpy as np
@@ -18,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..adder.data import BOS, EOS, PAD, encode_sources, encode_targets
-from ..adder.model import Seq2SeqConfig, Seq2SeqTransformer
+from ..adder.data import BOS, EOS, PAD, encode_targets
+from .check_models import ToySeq2Seq, answers, committed_adder, sums, tiny_adder
 from .checking import Hint, NotDone, call, checker
 
 def _learner(fn: Callable, *args, signature: str, context: str = ""):
@@ -61,145 +60,16 @@ def _same(a: Tensor, b: Tensor) -> bool:
     return tuple(a.shape) == tuple(b.shape) and torch.equal(a.long(), b.long())
 
 
-# ---------------------------------------------------------------- the checkers' own batches and models
-
-def _answers(lengths: list[int], n_pos: int, symbols: list[int], bos: int, eos: int, pad: int,
-             seed: int) -> Tensor:
-    """(batch, n_pos) rows `<s> symbols… </s> <pad>…`, row i holding lengths[i] symbols."""
-    gen = torch.Generator().manual_seed(seed)
-    rows = torch.full((len(lengths), n_pos), pad, dtype=torch.long)
-    for i, n in enumerate(lengths):
-        body = torch.tensor(symbols)[torch.randint(len(symbols), (n,), generator=gen)]
-        rows[i, 0], rows[i, 1:n + 1], rows[i, n + 1] = bos, body, eos
-    return rows
-
-
-class _ToySeq2Seq(nn.Module):
-    """A stand-in for the adder: model(src, tgt) -> (batch, tgt_pos, vocab) logits, causal over tgt
-    (position t depends on tgt[:, :t+1] and all of src), of any vocabulary. It records each call,
-    so that a checker can tell what the learner fed it, and refuses inputs the adder could not use
-    with an error that says what is wrong."""
-
-    def __init__(self, vocab: int, seed: int, d: int = 12, max_pos: int = 24):
-        super().__init__()
-        gen = torch.Generator().manual_seed(seed)  # never the global RNG: a checker leaves it alone
-
-        def param(*shape: int, scale: float = 1.0) -> nn.Parameter:
-            return nn.Parameter(torch.randn(*shape, generator=gen) * scale)
-
-        self.src_embed, self.tgt_embed, self.prefix_embed = param(vocab, d), param(vocab, d), param(vocab, d)
-        self.pos = param(max_pos, d)
-        self.unembed = param(d, vocab, scale=3 / d ** 0.5)
-        self.vocab = vocab
-        self.calls: list[tuple[Tensor, Tensor]] = []
-
-    def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
-        for name, x in (("src", src), ("the decoder input", tgt)):
-            if not isinstance(x, Tensor):
-                raise TypeError(f"model(src, tgt) takes tensors of token ids; {name} is a {type(x).__name__}")
-            if x.dim() != 2:
-                raise ValueError(f"model(src, tgt) takes (batch, pos) token ids; {name} has shape {tuple(x.shape)}")
-            if x.is_floating_point() or x.dtype == torch.bool:
-                raise TypeError(f"token ids must be integers (torch.long); {name} is {x.dtype}")
-        if src.size(0) != tgt.size(0):
-            raise ValueError(f"src has {src.size(0)} rows but the decoder input has {tgt.size(0)}")
-        for name, x in (("src", src), ("the decoder input", tgt)):
-            if x.numel() and (int(x.min()) < 0 or int(x.max()) >= self.vocab):
-                raise IndexError(f"{name} holds an id outside this model's vocabulary 0..{self.vocab - 1}")
-        if tgt.size(1) == 0:
-            raise ValueError("the decoder input is empty (it starts with <s>)")
-        if src.size(1) > self.pos.size(0):
-            raise ValueError(f"src has {src.size(1)} positions, more than this model's {self.pos.size(0)}")
-        if tgt.size(1) > self.pos.size(0):
-            raise ValueError(f"the decoder input has {tgt.size(1)} positions, more than this model's "
-                             f"{self.pos.size(0)}")
-        self.calls.append((src.detach().clone(), tgt.detach().clone()))
-        return self.logits(src, tgt)
-
-    def logits(self, src: Tensor, tgt: Tensor) -> Tensor:
-        """The forward pass without the checks and the record (for the checker's own use)."""
-        n = tgt.size(1)
-        context = 2 * torch.tanh(self.src_embed[src] + self.pos[:src.size(1)].flip(0)).mean(1, keepdim=True)
-        prefix = self.prefix_embed[tgt].cumsum(1) / torch.arange(1, n + 1).view(1, n, 1)  # causal mean
-        return torch.tanh(context + self.tgt_embed[tgt] + prefix + self.pos[:n]) @ self.unembed
-
-
-class _Recording(nn.Module):
-    """A kit model that records its calls, like _ToySeq2Seq."""
-
-    def __init__(self, inner: Seq2SeqTransformer):
-        super().__init__()
-        self.inner = inner.eval()
-        self.calls: list[tuple[Tensor, Tensor]] = []
-
-    def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
-        if isinstance(src, Tensor) and isinstance(tgt, Tensor) and src.dim() == tgt.dim() == 2:
-            cfg = self.inner.cfg
-            if src.size(0) != tgt.size(0):
-                raise ValueError(f"src has {src.size(0)} rows but the decoder input has {tgt.size(0)}")
-            for name, x in (("src", src), ("the decoder input", tgt)):
-                if x.numel() and not x.is_floating_point() and (int(x.min()) < 0 or int(x.max()) >= cfg.vocab_size):
-                    raise IndexError(f"{name} holds an id outside this model's vocabulary 0..{cfg.vocab_size - 1}")
-            if tgt.size(1) > cfg.max_tgt_len:
-                raise ValueError(f"the decoder input has {tgt.size(1)} positions, more than this model's "
-                                 f"{cfg.max_tgt_len}")
-            self.calls.append((src.detach().clone(), tgt.detach().clone()))
-        return self.inner(src, tgt)
-
-    def logits(self, src: Tensor, tgt: Tensor) -> Tensor:
-        return self.inner(src, tgt)
-
-
-def _tiny_adder(seed: int) -> _Recording:
-    """A freshly initialised small Seq2SeqTransformer (the notebook's vocabulary, PAD = 13)."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = Seq2SeqTransformer(Seq2SeqConfig(d_model=16, n_heads=2, n_enc_layers=1, n_dec_layers=1, d_ff=24))
-    return _Recording(model)
-
-
-@lru_cache(maxsize=1)
-def _committed_state() -> Optional[tuple[Seq2SeqConfig, dict]]:
-    """The committed adder's config and weights, or None where it cannot be loaded."""
-    try:
-        from ..adder.pretrained import CHECKPOINT, adder_config_problems
-        from ..core.checkpoint import config_from, load_checkpoint
-        payload = load_checkpoint(CHECKPOINT, kind="adder")
-        cfg = config_from(Seq2SeqConfig, payload["config"], CHECKPOINT, adder_config_problems)
-        return cfg, payload["state_dict"]
-    except Exception:
-        return None
-
-
-def _committed_adder() -> Optional[_Recording]:
-    found = _committed_state()
-    if found is None:
-        return None
-    cfg, state = found
-    try:
-        with torch.random.fork_rng(devices=[]):
-            model = Seq2SeqTransformer(cfg)
-        model.load_state_dict(state)
-    except Exception:
-        return None
-    return _Recording(model)
-
-
-def _problems(pairs: list[tuple[int, int]], n_digits: int = 3) -> tuple[Tensor, Tensor]:
-    a, b = np.array([x for x, _ in pairs]), np.array([y for _, y in pairs])
-    return encode_sources(a, b, n_digits), encode_targets(a + b, n_digits)
-
-
 # ---------------------------------------------------------------- 1. the teacher-forcing shift
 
 def _shift_cases() -> list[Tensor]:
     digits = list(range(10))
     return [
-        _answers([5, 2, 3], 7, [3, 4, 5, 6, 7, 8], bos=1, eos=2, pad=0, seed=11),       # batch 3, 7 positions
-        _answers([2], 5, list(range(4, 17)), bos=17, eos=18, pad=19, seed=12),          # batch 1, padded
-        _problems([(663, 497), (5, 5), (0, 0), (999, 999), (45, 55)])[1],               # the notebook's ids
-        _answers([7, 1, 4, 7], 9, digits, bos=10, eos=11, pad=12, seed=13),             # batch 4, 9 positions
-        _answers([1, 0], 3, [5, 6], bos=0, eos=1, pad=2, seed=14),                      # 3 positions, <s></s>
+        answers([5, 2, 3], 7, [3, 4, 5, 6, 7, 8], bos=1, eos=2, pad=0, seed=11),       # batch 3, 7 positions
+        answers([2], 5, list(range(4, 17)), bos=17, eos=18, pad=19, seed=12),          # batch 1, padded
+        sums([(663, 497), (5, 5), (0, 0), (999, 999), (45, 55)])[1],               # the notebook's ids
+        answers([7, 1, 4, 7], 9, digits, bos=10, eos=11, pad=12, seed=13),             # batch 4, 9 positions
+        answers([1, 0], 3, [5, 6], bos=0, eos=1, pad=2, seed=14),                      # 3 positions, <s></s>
     ]
 
 
@@ -255,17 +125,17 @@ def _loss_cases() -> list[tuple[str, Callable[[], nn.Module], Tensor, Tensor, in
     """(name, model builder, src, tgt, pad_id, eos_id)"""
     gen = torch.Generator().manual_seed(21)
     src_a = torch.randint(3, 9, (3, 5), generator=gen)
-    tgt_a = _answers([5, 1, 3], 7, [3, 4, 5, 6, 7, 8], bos=1, eos=2, pad=0, seed=22)
+    tgt_a = answers([5, 1, 3], 7, [3, 4, 5, 6, 7, 8], bos=1, eos=2, pad=0, seed=22)
     src_b = torch.randint(0, 14, (1, 4), generator=gen)
-    tgt_b = _answers([2], 6, list(range(14)), bos=14, eos=15, pad=16, seed=23)
-    src_c, tgt_c = _problems([(663, 497), (5, 5), (12, 30), (999, 1), (450, 550)])
+    tgt_b = answers([2], 6, list(range(14)), bos=14, eos=15, pad=16, seed=23)
+    src_c, tgt_c = sums([(663, 497), (5, 5), (12, 30), (999, 1), (450, 550)])
     src_d = torch.randint(0, 12, (4, 6), generator=gen)
-    tgt_d = _answers([3, 3, 2, 1], 5, [1, 2, 3, 4, 6, 7, 8, 9, 10], bos=0, eos=11, pad=5, seed=24)
+    tgt_d = answers([3, 3, 2, 1], 5, [1, 2, 3, 4, 6, 7, 8, 9, 10], bos=0, eos=11, pad=5, seed=24)
     return [
-        ("a batch of 3 (vocabulary 9, pad_id 0)", lambda: _ToySeq2Seq(9, seed=25), src_a, tgt_a, 0, 2),
-        ("a batch of 1 (vocabulary 17, pad_id 16)", lambda: _ToySeq2Seq(17, seed=26), src_b, tgt_b, 16, 15),
-        ("a small Seq2SeqTransformer (the notebook's ids, pad_id 13)", lambda: _tiny_adder(27), src_c, tgt_c, PAD, EOS),
-        ("a batch of 4 (vocabulary 12, pad_id 5)", lambda: _ToySeq2Seq(12, seed=28), src_d, tgt_d, 5, 11),
+        ("a batch of 3 (vocabulary 9, pad_id 0)", lambda: ToySeq2Seq(9, seed=25), src_a, tgt_a, 0, 2),
+        ("a batch of 1 (vocabulary 17, pad_id 16)", lambda: ToySeq2Seq(17, seed=26), src_b, tgt_b, 16, 15),
+        ("a small Seq2SeqTransformer (the notebook's ids, pad_id 13)", lambda: tiny_adder(27), src_c, tgt_c, PAD, EOS),
+        ("a batch of 4 (vocabulary 12, pad_id 5)", lambda: ToySeq2Seq(12, seed=28), src_d, tgt_d, 5, 11),
     ]
 
 
@@ -366,7 +236,7 @@ def check_teacher_forcing_loss(fn: Callable) -> str:
         except Hint as hint:
             if _swapped(model.calls, tgt):
                 raise Hint("model called with its arguments swapped: it takes model(src, decoder_input)") from None
-            if "AttributeError" in str(hint) and ("_ToySeq2Seq" in str(hint) or "_Recording" in str(hint)):
+            if "AttributeError" in str(hint) and ("ToySeq2Seq" in str(hint) or "Recording" in str(hint)):
                 raise Hint(f"{hint} — this model only has model(src, tgt) -> logits") from None
             if "Expected target size" in str(hint) or "Expected input batch_size" in str(hint):
                 raise Hint(f"{hint} — F.cross_entropy wants (N, vocab) logits and (N,) targets: flatten with "
@@ -515,16 +385,16 @@ def _greedy_cases() -> list[tuple[str, Callable[[], Optional[nn.Module]], Tensor
     def ids(high: int, shape: tuple[int, int], seed: int) -> Tensor:
         return torch.randint(0, high, shape, generator=torch.Generator().manual_seed(seed))
 
-    src_b, _ = _problems([(5, 5), (663, 497), (0, 0), (999, 999), (45, 55)])
+    src_b, _ = sums([(5, 5), (663, 497), (0, 0), (999, 999), (45, 55)])
     # Seeds picked so that rows end at different steps and some never do (tests/test_adder_checks.py).
     return [
-        ("a batch of 4 (vocabulary 11, bos_id 9, eos_id 10, max_steps 7)", lambda: _ToySeq2Seq(11, seed=96),
+        ("a batch of 4 (vocabulary 11, bos_id 9, eos_id 10, max_steps 7)", lambda: ToySeq2Seq(11, seed=96),
          ids(9, (4, 4), 41), 9, 10, 7),
-        ("the committed adder on 5+5, 663+497, 0+0, 999+999, 45+55 (max_steps 5)", _committed_adder,
+        ("the committed adder on 5+5, 663+497, 0+0, 999+999, 45+55 (max_steps 5)", committed_adder,
          src_b, BOS, EOS, 5),
-        ("a batch of 1 (vocabulary 7, bos_id 0, eos_id 6, max_steps 5)", lambda: _ToySeq2Seq(7, seed=15),
+        ("a batch of 1 (vocabulary 7, bos_id 0, eos_id 6, max_steps 5)", lambda: ToySeq2Seq(7, seed=15),
          ids(7, (1, 3), 44), 0, 6, 5),
-        ("a batch of 3 (vocabulary 13, bos_id 3, eos_id 0, max_steps 9)", lambda: _ToySeq2Seq(13, seed=15),
+        ("a batch of 3 (vocabulary 13, bos_id 3, eos_id 0, max_steps 9)", lambda: ToySeq2Seq(13, seed=15),
          ids(13, (3, 5), 43), 3, 0, 9),
     ]
 
@@ -575,7 +445,7 @@ def check_greedy(fn: Callable) -> str:
             raise
         except Hint as hint:
             text = str(hint)
-            if "AttributeError" in text and ("_ToySeq2Seq" in text or "_Recording" in text):
+            if "AttributeError" in text and ("ToySeq2Seq" in text or "Recording" in text):
                 raise Hint(f"{text} — this model only has model(src, tgt) -> logits (no .greedy, .cfg, "
                            ".encode): write the loop yourself") from None
             if "rows but the decoder input has" in text or "must match the size" in text:
