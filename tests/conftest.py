@@ -28,6 +28,18 @@ def checker_line(check, code) -> tuple[bool, str]:
     return passed, lines[0]
 
 
+def assert_hint(check, code, hint: str, capsys=None) -> None:
+    """`check(code)` fails with a line that contains `hint` (capsys: unused, for the call sites' order)."""
+    passed, line = checker_line(check, code)
+    assert passed is False and line.startswith("❌"), line
+    assert hint in line, line
+
+
+def assert_passes(check, code, capsys=None) -> None:
+    passed, line = checker_line(check, code)
+    assert passed is True and line.startswith("✅"), line
+
+
 def in_ci() -> bool:
     return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
 

@@ -13,7 +13,7 @@ from attnkit.adder.data import PAD
 from attnkit.core.hooks import gate_z
 from attnkit.ui import ablation_checks as C
 from attnkit.ui import check_models
-from conftest import checker_line
+from conftest import assert_hint as fails_with, checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "04_head_ablation.ipynb"
 STUB = 'raise NotImplementedError("your code here")'
@@ -21,11 +21,6 @@ STUB = 'raise NotImplementedError("your code here")'
 
 def run(check, fn, capsys):
     return checker_line(check, fn)
-
-
-def fails_with(check, fn, hint, capsys):
-    ok, line = run(check, fn, capsys)
-    assert not ok and line.startswith("❌") and hint in line, line
 
 
 def never_raises(check, things, capsys):

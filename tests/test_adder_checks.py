@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from attnkit.ui import adder_checks as C
 from attnkit.ui import check_models
-from conftest import checker_line
+from conftest import assert_hint, checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "02_training_the_adder.ipynb"
 CHECKS = {"02-shift": C.check_shift, "02-loss": C.check_teacher_forcing_loss,
@@ -21,11 +21,6 @@ CHECKS = {"02-shift": C.check_shift, "02-loss": C.check_teacher_forcing_loss,
 
 def run(check, fn):
     return checker_line(check, fn)
-
-
-def assert_hint(check, fn, hint):
-    passed, line = run(check, fn)
-    assert not passed and line.startswith("❌") and hint in line, line
 
 
 def stub(*args):

@@ -11,7 +11,7 @@ import torch
 from attnkit.adder.data import PAD
 from attnkit.interp.roles import row_shares
 from attnkit.ui import heatmap_checks as H
-from conftest import checker_line
+from conftest import assert_hint, checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_attention_heatmaps.ipynb"
 
@@ -21,8 +21,7 @@ def run(capsys, check, fn):
 
 
 def fails_with(capsys, check, fn, hint):
-    ok, line = run(capsys, check, fn)
-    assert not ok and line.startswith("❌") and hint in line, line
+    assert_hint(check, fn, hint)
 
 
 def stub(*args):

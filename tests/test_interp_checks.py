@@ -14,24 +14,13 @@ from attnkit.adder.data import carry_stats
 from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
 from attnkit.interp import patching as P
 from attnkit.ui import interp_checks as C
-from conftest import checker_line
+from conftest import assert_hint, assert_passes, checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "06_how_the_adder_carries.ipynb"
 
 
 def run(check, fn, capsys):
     return checker_line(check, fn)
-
-
-def assert_hint(check, fn, hint, capsys):
-    passed, line = run(check, fn, capsys)
-    assert passed is False and line.startswith("❌"), line
-    assert hint in line, line
-
-
-def assert_passes(check, fn, capsys):
-    passed, line = run(check, fn, capsys)
-    assert passed is True and line.startswith("✅"), line
 
 
 # ---------------------------------------------------------------- the normalised effect

@@ -11,7 +11,7 @@ from torch import nn
 
 from attnkit.core import positional as P
 from attnkit.ui import positional_checks as C
-from conftest import checker_line
+from conftest import assert_hint, assert_passes, checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "05_positional_encoding_extrapolation.ipynb"
 CHECKS = [C.check_sinusoidal_table, C.check_shift_matrix, C.check_rotate, C.check_alibi_bias, C.check_max_pool]
@@ -19,17 +19,6 @@ CHECKS = [C.check_sinusoidal_table, C.check_shift_matrix, C.check_rotate, C.chec
 
 def run(check, fn, capsys):
     return checker_line(check, fn)
-
-
-def assert_hint(check, fn, hint, capsys):
-    passed, line = run(check, fn, capsys)
-    assert passed is False and line.startswith("❌"), line
-    assert hint in line, line
-
-
-def assert_passes(check, fn, capsys):
-    passed, line = run(check, fn, capsys)
-    assert passed is True and line.startswith("✅"), line
 
 
 # ---------------------------------------------------------------- the sinusoidal table
