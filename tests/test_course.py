@@ -164,10 +164,12 @@ def mini_notebook(middle=None, merge=MERGE):
     ])
 
 
+# The cell limit must cover `import torch` on a loaded CI machine (a 3 s limit once timed out the
+# first cell there); only the endless loop waits the whole limit out.
 @pytest.mark.slow
 @pytest.mark.parametrize("middle, merge, merge_line", [
     ("import not_a_module", MERGE, "✅ merge_heads: passed"),   # an error in a cell: the rest still runs
-    ("while True:\n    pass", MERGE, "not reached: cell 4 ran over the 3 s limit and was stopped"),
+    ("while True:\n    pass", MERGE, "not reached: cell 4 ran over the 20 s limit and was stopped"),
     ("import os\nos._exit(1)", MERGE, "not reached: the kernel died in cell 4 (a crash, or out of memory)"),
     (None, MERGE + "\n)", "the check cell raised NameError: name 'my_merge_heads' is not defined (the first "
                           "error before it: cell 4, SyntaxError"),
@@ -175,7 +177,7 @@ def mini_notebook(middle=None, merge=MERGE):
 def test_a_notebook_that_fails_is_graded_as_far_as_it_got(tmp_path, middle, merge, merge_line):
     path = tmp_path / "mini.ipynb"
     nbformat.write(mini_notebook(middle, merge), path)
-    rows = rows_of(path, cell_timeout=3)
+    rows = rows_of(path, cell_timeout=20)
     assert rows["mask"][0] and rows["mask"][1].startswith("✅")
     assert not rows["merge"][0] if "✅" not in merge_line else rows["merge"][0]
     assert rows["merge"][1].startswith(merge_line), rows
