@@ -3,10 +3,17 @@ a skip under CI), and reading an exercise checker's one line."""
 import contextlib
 import io
 import os
+import signal
 from pathlib import Path
 
 import pytest
 import torch
+
+# A test run started in the background by a shell without job control inherits SIGINT ignored, and
+# every process a test starts would inherit that too, so the Ctrl-C tests could not interrupt them.
+# A handler (unlike SIG_IGN) is reset to the default in a new program: each child gets a terminal's.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 # headless as root, on a machine whose network is closed: no sandbox, no background connections
