@@ -2,7 +2,7 @@
 student edition of the course and grade what comes back.
 
     python -m attnkit train adder          # data/adder.pt + data/adder.json
-    python -m attnkit train sortedness     # data/sortedness-*.pt + data/sortedness_results.json
+    python -m attnkit train sortedness     # data/sortedness-*.pt, data/sortedness-runs/ + data/sortedness_results.json
     python -m attnkit study ablation       # data/ablation_results.json
     python -m attnkit student DIR          # the notebooks with stubs for solutions (--with-solutions:
                                            # each solution kept, collapsed, for self-study)

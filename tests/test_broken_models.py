@@ -26,10 +26,11 @@ from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
 from attnkit.adder.evaluate import evaluate
 from attnkit.core.checkpoint import CheckpointWarning, load_checkpoint, save_checkpoint
 from attnkit.core.positional import ENCODINGS
-from attnkit.sortedness import KIND, SortednessClassifier, SortednessConfig, checkpoint_path, load_classifier
+from attnkit.sortedness import (KIND, SEEDS, SortednessClassifier, SortednessConfig, all_runs, checkpoint_path,
+                                load_classifier, run_path)
 
 from test_claims import (FULL, check_ablation_headlines, check_adder_answers, check_adder_metrics,
-                         check_descending_runs, check_head_roles, check_sortedness_seed0, full_only)
+                         check_descending_runs, check_head_roles, check_sortedness_run, full_only)
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "data"
@@ -49,9 +50,10 @@ def weak_adder(steps: int = 150) -> Adder:
     return Adder(run.model.eval())
 
 
-def untrained_classifier(encoding: str, seed: int = 1) -> SortednessClassifier:
-    payload = load_checkpoint(checkpoint_path(encoding, COMMITTED), KIND)
-    torch.manual_seed(seed)
+def untrained_classifier(encoding: str, seed: int = SEEDS[0]) -> SortednessClassifier:
+    """Run (encoding, seed)'s config and stored metrics with untrained weights."""
+    payload = load_checkpoint(run_path(encoding, seed, COMMITTED), KIND)
+    torch.manual_seed(1)
     model = SortednessClassifier(SortednessConfig(**payload["config"])).eval()
     model.metrics = payload["metrics"]
     return model
@@ -64,6 +66,8 @@ def broken_data_dir(root: Path, adder: Adder | None = None, encoding: str | None
     for f in COMMITTED.iterdir():
         if f.is_file():
             shutil.copy(f, root / f.name)
+        elif f.is_dir():
+            shutil.copytree(f, root / f.name, dirs_exist_ok=True)
     if adder is not None:
         # Its own, true metrics: with the committed ones copied over, Adder.load's answer check
         # already refuses it; the claims must catch a model that is honestly worse.
@@ -107,10 +111,10 @@ def test_untrained_adder_fails_the_ablation_claims(broken_adder):
         check_ablation_headlines(broken_adder)
 
 
-@pytest.mark.parametrize("encoding", ENCODINGS)
-def test_untrained_classifier_fails_the_sortedness_claims(encoding):
+@pytest.mark.parametrize("name, seed", all_runs(), ids=[f"{n}-seed{s}" for n, s in all_runs()])
+def test_untrained_classifier_fails_the_sortedness_claims(name, seed):
     with pytest.raises(AssertionError):
-        check_sortedness_seed0(encoding, untrained_classifier(encoding), (load_val(), {}))
+        check_sortedness_run(name, seed, untrained_classifier(name, seed), (load_val(), {}))
 
 
 def load_val():

@@ -6,10 +6,11 @@ Two tiers:
   * the default (`make test`): everything that one CPU thread recomputes in well under a minute —
     the adder's metrics and mistakes, the head roles quoted, the ablation headlines the README
     gives (each re-measured by plain greedy decoding), every cell of the sortedness table at
-    seed 0 (the committed checkpoints), the descending-run finding;
-  * ATTNKIT_CLAIMS=1 (`make claims`, minutes): what needs retraining or a full study — seeds 1
-    and 2 and the readout variants of the sortedness table, the short adder runs of notebook 02,
-    the whole ablation study against data/ablation_results.json.
+    seed 0 (the classifiers the notebooks load), the descending-run finding;
+  * ATTNKIT_CLAIMS=1 (`make claims`, minutes): every other run of the sortedness experiment
+    (seeds 1 and 2, the readout variants) recomputed from its checkpoint in data/sortedness-runs/,
+    two of those runs retrained, the short adder runs of notebook 02, the adder retrained, the
+    whole ablation study against data/ablation_results.json.
 
 The check_* helpers take the model under test, so tests/test_broken_models.py can show that
 each of them fails when an untrained model stands in for the committed one.
@@ -26,8 +27,8 @@ from attnkit.adder import Adder
 from attnkit.adder.data import EDGE_CASES, carry_stats, load_test_set
 from attnkit.adder.evaluate import greedy_correct
 from attnkit.core.positional import ENCODINGS
-from attnkit.sortedness import (SEEDS, evaluate_classifier, load_classifier, load_results, make_test_sets,
-                                make_val_set, sorted_non_constant)
+from attnkit.sortedness import (SEEDS, all_runs, evaluate_classifier, load_classifier, load_results, load_run,
+                                make_test_sets, make_val_set, sorted_non_constant)
 
 FULL = os.environ.get("ATTNKIT_CLAIMS") == "1"
 full_only = pytest.mark.skipif(not FULL, reason="retrains or runs a whole study: `make claims`")
@@ -56,16 +57,16 @@ ABLATION_README = {  # README "Head ablation": points lost (zero ablation) by th
 }
 # README "Positional encodings": (val hard mean, val hard min, {length: mean hard}, per-seed hard at 256)
 SORTEDNESS_README = {
-    "sinusoidal": (0.987, 0.982, {32: 0.5, 64: 0.5, 128: 0.5, 256: 0.5}, (0.5, 0.5, 0.5)),
-    "learned": (0.991, 0.988, {32: 0.5, 64: 0.5, 128: 0.5, 256: 0.5}, (0.5, 0.5, 0.5)),
+    "sinusoidal": (0.983, 0.973, {32: 0.503, 64: 0.5, 128: 0.5, 256: 0.5}, (0.5, 0.5, 0.5)),
+    "learned": (0.974, 0.940, {32: 0.501, 64: 0.5, 128: 0.5, 256: 0.5}, (0.5, 0.5, 0.5)),
     "none": (0.497, 0.494, {32: 0.5, 64: 0.5, 128: 0.5, 256: 0.5}, (0.5, 0.5, 0.5)),
-    "alibi": (1.0, 0.999, {32: 1.0, 64: 0.999, 128: 0.999, 256: 0.999}, (1.0, 1.0, 0.998)),
-    "rope": (1.0, 1.0, {32: 0.5, 64: 0.5, 128: 0.5, 256: 0.5}, (0.5, 0.5, 0.5)),
-    "relative": (1.0, 0.999, {32: 1.0, 64: 1.0, 128: 1.0, 256: 0.997}, (1.0, 0.992, 1.0)),
+    "alibi": (1.0, 0.999, {32: 1.0, 64: 0.999, 128: 0.997, 256: 0.995}, (0.984, 1.0, 1.0)),
+    "rope": (0.999, 0.998, {32: 0.5, 64: 0.5, 128: 0.5, 256: 0.5}, (0.5, 0.5, 0.5)),
+    "relative": (1.0, 1.0, {32: 1.0, 64: 1.0, 128: 1.0, 256: 0.997}, (0.992, 1.0, 1.0)),
 }
-READOUTS_README = {"max": (0.996, 1.0, 1.0), "mean": (0.994, 0.994, 0.968), "first": (1.0, 0.990, 0.792)}  # 16/64/256
-LEARNED_RANDOM_INIT_README = 0.693
-DESCENDING_RUNS_README = (52, 267)  # the relative model (seed 0) calls 52 of 267 runs sorted
+READOUTS_README = {"max": (0.996, 1.0, 0.992), "mean": (1.0, 0.970, 0.928), "first": (1.0, 0.998, 0.944)}  # 16/64/256
+LEARNED_RANDOM_INIT_README = 0.715
+DESCENDING_RUNS_README = ({"relative": 29, "rope": 17}, 267)  # seed-0 models calling runs sorted, of 267
 
 
 def one_sample(n: int) -> float:
@@ -229,20 +230,34 @@ def sortedness_data():
     return make_val_set(), make_test_sets()
 
 
-def check_sortedness_seed0(encoding: str, clf, data) -> None:
-    """Every cell of the committed results' seed-0 column, recomputed from the checkpoint, to one
-    sample; and the README's table rounded from the results file."""
+def stored_cells(name: str, seed: int) -> dict:
+    """One run's column of the committed results: {"val": {neg: x}, neg: {length: x}}."""
+    results = load_results()
+    runs = results["encodings"] if name in results["encodings"] else results["variants"]
+    column = results["setup"]["seeds"].index(seed) if name in results["encodings"] else 0
+    stored = runs[name]
+    return {"val": {neg: stored["val"][neg]["seeds"][column] for neg in ("hard", "shuffle")},
+            **{neg: {L: stored[neg][L]["seeds"][column] for L in stored[neg]} for neg in ("hard", "shuffle")}}
+
+
+def check_sortedness_run(name: str, seed: int, clf, data) -> None:
+    """Every cell of one run's column of the committed results, recomputed from its checkpoint, to
+    one sample (another machine's float paths may flip a borderline sample)."""
     val, tests = data
-    stored = load_results()["encodings"][encoding]
+    stored = stored_cells(name, seed)
     # validation first: it is cheap, and a broken model fails here
     fresh_val = evaluate_classifier(clf, val, {})["val"]
     n_val = {"hard": 500, "shuffle": 500}
     for neg in ("hard", "shuffle"):
-        assert abs(fresh_val[neg] - stored["val"][neg]["seeds"][0]) <= one_sample(n_val[neg]), (encoding, "val", neg)
+        assert abs(fresh_val[neg] - stored["val"][neg]) <= one_sample(n_val[neg]), (name, seed, "val", neg)
     fresh = evaluate_classifier(clf, val, tests)
     for neg in ("hard", "shuffle"):
         for length in tests:
-            assert abs(fresh[neg][length] - stored[neg][length]["seeds"][0]) <= one_sample(250), (encoding, neg, length)
+            assert abs(fresh[neg][length] - stored[neg][length]) <= one_sample(250), (name, seed, neg, length)
+
+
+def check_sortedness_seed0(encoding: str, clf, data) -> None:
+    check_sortedness_run(encoding, SEEDS[0], clf, data)
 
 
 def check_sortedness_table(encoding: str) -> None:
@@ -266,14 +281,17 @@ def test_sortedness_readme_table_is_the_results_file(encoding):
 
 
 def test_sortedness_summary_sentences():
-    """"≥ 0.982 on hard validation negatives", "≥ 0.998 and ≥ 0.992 at length 256", "exactly 0.5 …
-    from length 32 on", the readouts and the random-start learned table."""
+    """"≥ 0.973 on hard validation negatives, except the learned table's seed 0 at 0.940", "≥ 0.984
+    and ≥ 0.992 at length 256", "exactly 0.5 … from length 64 on; at 32 at most 0.514", the readouts
+    and the random-start learned table."""
     results = load_results()
     enc = results["encodings"]
-    assert min(enc[e]["val"]["hard"]["min"] for e in ENCODINGS if e != "none") == pytest.approx(0.9815)
-    assert enc["alibi"]["hard"][256]["min"] >= 0.998 and enc["relative"]["hard"][256]["min"] >= 0.992
+    in_range = sorted((x, e, seed) for e in ENCODINGS if e != "none" for seed, x in enumerate(enc[e]["val"]["hard"]["seeds"]))
+    assert round(in_range[0][0], 3) == 0.940 and in_range[0][1:] == ("learned", 0) and round(in_range[1][0], 3) == 0.973
+    assert round(enc["alibi"]["hard"][256]["min"], 3) == 0.984 and round(enc["relative"]["hard"][256]["min"], 3) == 0.992
     for e in ("sinusoidal", "learned", "rope"):
-        assert all(enc[e][neg][L]["seeds"] == [0.5] * 3 for neg in ("hard", "shuffle") for L in (32, 64, 128, 256)), e
+        assert all(enc[e][neg][L]["seeds"] == [0.5] * 3 for neg in ("hard", "shuffle") for L in (64, 128, 256)), e
+    assert max(enc[e][neg][32]["max"] for e in ("sinusoidal", "learned", "rope") for neg in ("hard", "shuffle")) == 0.514
     variants = results["variants"]
     readouts = {"max": enc["relative"], "mean": variants["readout-mean"], "first": variants["readout-first"]}
     for name, expected in READOUTS_README.items():
@@ -288,7 +306,7 @@ def descending_runs() -> list[list[int]]:
 
 def check_descending_runs(models: dict) -> None:
     """README / notebook 05 §4: every model but "none" rejects all random descending sequences;
-    only the relative model calls some consecutive runs sorted: 52 of 267."""
+    the relative model calls 29 of 267 consecutive runs sorted, the RoPE model 17, the rest none."""
     rng = np.random.default_rng(0)
     random_desc = [row[::-1] for L in (8, 12, 16) for row in sorted_non_constant(rng, 100, L).tolist()]
     runs = descending_runs()
@@ -298,53 +316,62 @@ def check_descending_runs(models: dict) -> None:
             continue
         assert not any(model.predict(random_desc)), enc
         called = sum(model.predict(runs))
-        assert called == (DESCENDING_RUNS_README[0] if enc == "relative" else 0), (enc, called)
+        assert called == DESCENDING_RUNS_README[0].get(enc, 0), (enc, called)
 
 
-def test_descending_runs_fool_only_the_relative_model():
+def test_descending_runs_fool_only_the_relative_and_rope_models():
     check_descending_runs({enc: load_classifier(enc) for enc in ENCODINGS})
 
 
-# ------------------------------------------------------------------ slow: retraining (make claims)
-def check_retrained_sortedness(seeds: dict, variants: dict, committed: dict, tol: float = 0.03) -> None:
-    """Seeds 1 and 2 of every encoding, retrained, against the committed results: every cell to
-    `tol` (this machine's float paths may differ from the one that wrote the file; measured here:
-    at most 0.014 on test cells, 0.012 on validation). The seed-0 variants move more when
-    retrained (first-token readout at 256: 0.944 here vs 0.792 committed), so for them the
-    qualitative claims are checked, each of which holds both in the file and on retraining."""
-    for enc in ENCODINGS:
-        new, old = seeds["encodings"][enc], committed["encodings"][enc]
-        for i, seed in enumerate((1, 2)):
-            assert new["val"]["hard"]["seeds"][i] == pytest.approx(old["val"]["hard"]["seeds"][seed], abs=tol), (enc, seed)
-            for neg in ("hard", "shuffle"):
-                for L in (32, 64, 128, 256):
-                    assert new[neg][L]["seeds"][i] == pytest.approx(old[neg][L]["seeds"][seed], abs=tol), (enc, seed, neg, L)
-    for results in (variants, committed):
-        v = results["variants"]
-        hard = lambda name, L: (v[name] if name in v else results["encodings"]["relative"])["hard"][L]["mean" if name in v else "seeds"]
-        seed0 = lambda name, L: hard(name, L) if name in v else hard(name, L)[0]
-        # mean pool: one violation diluted by 1/L; worse than max pool at 256
-        assert seed0("readout-mean", 256) < seed0("readout-mean", 64) <= seed0("readout-mean", 16)
-        assert seed0("readout-mean", 256) < seed0("max", 256)
-        # first token: right in range, falling with length past 32
-        assert seed0("readout-first", 32) >= 0.99
-        assert seed0("readout-first", 256) < seed0("readout-first", 128) < seed0("readout-first", 64)
-        # a learned table from a random start does not learn the order in range
-        assert v["learned-random-init"]["val"]["hard"]["mean"] < 0.8
-    rel = variants["encodings"]["relative"]  # the committed checkpoint's training run, redone
-    for L in (32, 64, 128, 256):
-        assert rel["hard"][L]["seeds"][0] == pytest.approx(committed["encodings"]["relative"]["hard"][L]["seeds"][0], abs=tol)
+def check_readout_findings(results: dict) -> None:
+    """Notebook 05 §5's readout and random-start findings, from one results dict."""
+    v = results["variants"]
+    hard = lambda name, L: (v[name]["hard"][L] if name in v else results["encodings"]["relative"]["hard"][L])["seeds"][0]  # noqa
+    # mean pool: one violation diluted by 1/L; worse than max pool at 256
+    assert hard("readout-mean", 256) < hard("readout-mean", 64) <= hard("readout-mean", 16)
+    assert hard("readout-mean", 256) < hard("max", 256)
+    # first token: right in range, falling with length past 32
+    assert hard("readout-first", 32) >= 0.99
+    assert hard("readout-first", 256) < hard("readout-first", 128) < hard("readout-first", 64)
+    # a learned table from a random start does not learn the order in range
+    assert v["learned-random-init"]["val"]["hard"]["mean"] < 0.8
+
+
+def test_readout_findings():
+    check_readout_findings(load_results())
+
+
+# ------------------------------------------------------------------ slow (make claims)
+OTHER_RUNS = [(name, seed) for name, seed in all_runs() if (name, seed) not in [(e, SEEDS[0]) for e in ENCODINGS]]
 
 
 @full_only
-def test_sortedness_seeds_1_and_2_and_the_variants_retrained(tmp_path):
-    """The other two seeds and the three seed-0 variants, retrained (about 13 minutes on 2 busy cores)."""
-    from attnkit.experiments.sortedness_runs import run_experiment
-    seeds = run_experiment(encodings=ENCODINGS, seeds=(1, 2), variants=False, data_dir=tmp_path / "seeds",
-                           progress=False)
-    variants = run_experiment(encodings=("relative",), seeds=(0,), variants=True, data_dir=tmp_path / "variants",
-                              progress=False)
-    check_retrained_sortedness(seeds, variants, load_results())
+@pytest.mark.parametrize("name, seed", OTHER_RUNS, ids=[f"{n}-seed{s}" for n, s in OTHER_RUNS])
+def test_sortedness_other_runs_recomputed_from_their_checkpoints(name, seed, sortedness_data):
+    """Seeds 1 and 2 of every encoding and the seed-0 variants: every cell of the results file."""
+    check_sortedness_run(name, seed, load_run(name, seed), sortedness_data)
+
+
+RETRAINED = [("alibi", 2), ("relative", 1)]  # a fixed subset: the two encodings that extrapolate
+
+
+@full_only
+@pytest.mark.parametrize("name, seed", RETRAINED, ids=[f"{n}-seed{s}" for n, s in RETRAINED])
+def test_retraining_a_sortedness_run_reproduces_its_results(name, seed, sortedness_data):
+    """`python -m attnkit train sortedness` for one run, here: every cell to 0.03 of the file (the
+    bits of a retrained model depend on the CPU's float paths; on another machine cells moved by
+    at most 0.014), and the same weights where this machine computes as the one that wrote data/."""
+    from attnkit.experiments.sortedness_runs import _train_and_evaluate
+    from attnkit.sortedness import make_train_set, run_config
+    metrics, _, trained = _train_and_evaluate(run_config(name), seed, make_train_set(), *sortedness_data, "cpu")
+    stored = stored_cells(name, seed)
+    for neg in ("hard", "shuffle"):
+        assert metrics["val"][neg] == pytest.approx(stored["val"][neg], abs=0.03), (name, seed, "val", neg)
+        for L, x in stored[neg].items():
+            assert metrics[neg][L] == pytest.approx(x, abs=0.03), (name, seed, neg, L)
+    committed = load_run(name, seed).state_dict()
+    same = all(torch.equal(trained["state"][k], committed[k]) for k in committed)
+    print(f"{name} seed {seed}: retrained weights {'identical to' if same else 'differ in the last bits from'} the checkpoint")
 
 
 @full_only

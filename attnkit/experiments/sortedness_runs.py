@@ -1,5 +1,5 @@
-"""The positional-encoding experiment: every encoding × seed trained and tested, the committed
-checkpoints and data/sortedness_results.json written (`python -m attnkit train sortedness`)."""
+"""The positional-encoding experiment: every encoding × seed trained and tested, a checkpoint per
+run and data/sortedness_results.json written (`python -m attnkit train sortedness`)."""
 from __future__ import annotations
 
 import multiprocessing
@@ -23,7 +23,7 @@ from ..core.positional import ENCODINGS
 from ..core.runtime import default_device
 from ..sortedness.data import NEGATIVES, TRAIN_LENGTHS, DataConfig, make_test_sets, make_train_set, make_val_set
 from ..sortedness.model import SortednessConfig
-from ..sortedness.pretrained import KIND, RESULTS_PATH, SEEDS, checkpoint_path
+from ..sortedness.pretrained import KIND, RESULTS_PATH, RUNS_FOLDER, SEEDS, VARIANTS, run_path
 from ..sortedness.train import SortednessTrainConfig, evaluate_classifier, train_classifier, train_config
 
 def spread(values: list[float]) -> dict:
@@ -90,9 +90,11 @@ def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = 
                    variants: bool = True, data_dir: Path = DATA_DIR, device: Optional[str] = None,
                    workers: Optional[int] = None, steps: Optional[int] = None, data: DataConfig = DataConfig(),
                    progress: bool = True) -> dict:
-    """Train every encoding × seed (max-pool readout); save data/sortedness_results.json and one
-    checkpoint per encoding (its first seed). `variants` adds, with the first seed: the relative
-    encoding with mean-pool and first-token readouts, and a randomly initialised learned table.
+    """Train every encoding × seed (max-pool readout); save data/sortedness_results.json and every
+    run's checkpoint (`run_path`: the first seed of each encoding in data/, the rest in
+    data/sortedness-runs/), so that every cell of the results can be recomputed from a model.
+    `variants` adds, with the first seed: the relative encoding with mean-pool and first-token
+    readouts, and a randomly initialised learned table.
 
     Deterministic: on CPU every run uses one thread, because summation order — and so the last
     bits of every weight — depends on the thread count. One thread is also the fastest way to
@@ -110,9 +112,7 @@ def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = 
     train_set, val_set, test_sets = make_train_set(data), make_val_set(data), make_test_sets(data)
     runs = [(enc, SortednessConfig(encoding=enc), seed) for enc in encodings for seed in seeds]
     if variants:
-        runs += [("readout-mean", SortednessConfig(encoding="relative", readout="mean"), seeds[0]),
-                 ("readout-first", SortednessConfig(encoding="relative", readout="first"), seeds[0]),
-                 ("learned-random-init", SortednessConfig(encoding="learned", learned_init="random"), seeds[0])]
+        runs += [(name, cfg, seeds[0]) for name, cfg in VARIANTS.items()]
     per_run: dict = {}
     files: list = []  # (path, bytes) of the checkpoints, written with the results at the end
     start, done_after = time.perf_counter(), {}  # (name, seed) -> seconds from the start
@@ -125,10 +125,9 @@ def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = 
         bar.update()
         bar.set_postfix_str(f"{name} seed {seed}: val hard {metrics['val']['hard']:.3f}, "
                             f"hard@256 {metrics['hard'][max(test_sets)]:.3f}")
-        if name in encodings and seed == seeds[0]:  # kept in memory (~0.5 MB each) until the end
-            files.append((checkpoint_path(name, data_dir), checkpoint_bytes(
-                KIND, asdict(cfg), trained["state"], {"seed": seed, "train": train_cfg,
-                                                      "history": trained["history"], **metrics})))
+        files.append((run_path(name, seed, data_dir), checkpoint_bytes(  # in memory (~0.3 MB) until the end
+            KIND, asdict(cfg), trained["state"], {"seed": seed, "train": train_cfg,
+                                                  "history": trained["history"], **metrics})))
 
     shared = (train_set, val_set, test_sets, device, steps)  # every run's arguments after (cfg, seed)
     threads = torch.get_num_threads()
@@ -172,6 +171,7 @@ def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = 
         "encodings": {enc: collect(enc, seeds) for enc in encodings},
         "variants": {name: collect(name, [seed]) for name, _, seed in runs if name not in encodings},
     }
+    (Path(data_dir) / RUNS_FOLDER).mkdir(exist_ok=True)
     write_together(files + [(Path(data_dir) / RESULTS_PATH.name, json_bytes(results))])
     if progress:
         main_runs = max(t for (name, _), t in done_after.items() if name in encodings)

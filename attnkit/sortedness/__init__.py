@@ -8,5 +8,6 @@ from .data import (NEGATIVES, N_VALUES, TEST_LENGTHS, TRAIN_LENGTHS, DataConfig,
                    make_test_sets, make_train_set, make_val_set, pad_batch, shuffle_rows, sorted_non_constant,
                    sorted_sequences, swap_one_pair, validate)
 from .model import SortednessClassifier, SortednessConfig, value_angle
-from .pretrained import KIND, RESULTS_PATH, SEEDS, checkpoint_path, load_classifier, load_results
+from .pretrained import (KIND, RESULTS_PATH, RUNS_FOLDER, SEEDS, VARIANTS, all_runs, checkpoint_path, load_classifier,
+                         load_results, load_run, run_config, run_path)
 from .train import SortednessTrainConfig, accuracy_by_kind, evaluate_classifier, train_classifier, train_config
