@@ -126,10 +126,31 @@ def fresh_copy(tmp: Path) -> Path:
     return copy
 
 
+# A pytest plugin (-p) that imports attnkit from the copy before any conftest.py: pytest puts the
+# repository's root on sys.path first when it loads the root conftest.py, and a later `import
+# attnkit` would find the unmutated package there. Once collected, every attnkit module loaded must
+# come from the copy, or the run stops (a survivor then would mean nothing).
+PROBE = """
+import os, sys
+import pytest
+import attnkit
+
+def pytest_collection_finish(session):
+    copy = os.environ["ATTNKIT_MUTANT_COPY"]
+    stray = sorted(m.__file__ for name, m in sys.modules.items()
+                   if name.split(".")[0] == "attnkit" and getattr(m, "__file__", None) and not m.__file__.startswith(copy))
+    if stray:
+        print("MUTANT-PROBE: attnkit modules imported from outside the copy:", stray[:3])
+        pytest.exit("attnkit imported from outside the mutated copy", returncode=3)
+"""
+
+
 def run_tests(copy: Path, first: list[str]) -> tuple[bool, str]:
     """(caught, the failing test's id or the summary line)."""
+    (copy / "attnkit_mutant_probe.py").write_text(PROBE)
     env = {**os.environ, "PYTHONPATH": f"{copy}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-           "ATTNKIT_DATA_DIR": str(ROOT / "data"), "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+           "ATTNKIT_DATA_DIR": str(ROOT / "data"), "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1",
+           "ATTNKIT_MUTANT_COPY": str(copy)}
     env.pop("ATTNKIT_CLAIMS", None)
     # cwd is the copy: `python -m pytest` puts the working folder first on sys.path, ahead of
     # PYTHONPATH and of the editable install's finder, and /work/main/attnkit must not be found.
@@ -140,8 +161,10 @@ def run_tests(copy: Path, first: list[str]) -> tuple[bool, str]:
     # Two rounds: the likeliest files alone (collecting every file costs seconds), then the rest.
     for files in (first, [f for f in FAST_TESTS if f not in first]):
         proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-                               "--rootdir", str(ROOT), "-c", str(ROOT / "pyproject.toml"), "-k", SKIP,
-                               *(str(ROOT / f) for f in files)], env=env, cwd=copy, capture_output=True, text=True)
+                               "-p", "attnkit_mutant_probe", "--rootdir", str(ROOT), "-c", str(ROOT / "pyproject.toml"),
+                               "-k", SKIP, *(str(ROOT / f) for f in files)], env=env, cwd=copy, capture_output=True, text=True)
+        if "MUTANT-PROBE" in proc.stdout + proc.stderr:
+            raise SystemExit(f"the tests imported the unmutated package: {proc.stdout[-1500:]}")
         if proc.returncode not in (0, 5):  # 5: every test deselected
             failed = [line.split(" ")[1] for line in proc.stdout.splitlines() if line.startswith(("FAILED ", "ERROR "))]
             name = failed[0] if failed else proc.stdout.strip().splitlines()[-1]
