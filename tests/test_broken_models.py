@@ -26,7 +26,7 @@ from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
 from attnkit.adder.evaluate import evaluate
 from attnkit.core.checkpoint import CheckpointWarning, load_checkpoint, save_checkpoint
 from attnkit.core.positional import ENCODINGS
-from attnkit.sortedness import (KIND, SEEDS, SortednessClassifier, SortednessConfig, all_runs, checkpoint_path,
+from attnkit.sortedness import (KIND, SEEDS, SortednessClassifier, SortednessConfig, all_runs,
                                 load_classifier, run_path)
 
 from test_claims import (FULL, check_ablation_headlines, check_adder_answers, check_adder_metrics,
@@ -59,9 +59,9 @@ def untrained_classifier(encoding: str, seed: int = SEEDS[0]) -> SortednessClass
     return model
 
 
-def broken_data_dir(root: Path, adder: Adder | None = None, encoding: str | None = None) -> Path:
-    """A copy of data/ with the adder (its own metrics) or one sortedness checkpoint (the committed
-    metrics kept: only recomputation can tell) replaced."""
+def broken_data_dir(root: Path, adder: Adder | None = None, encoding: str | None = None, seed: int = SEEDS[0]) -> Path:
+    """A copy of data/ with the adder (its own metrics) or one sortedness checkpoint, run (encoding,
+    seed), (the committed metrics kept: only recomputation can tell) replaced."""
     root.mkdir(parents=True, exist_ok=True)
     for f in COMMITTED.iterdir():
         if f.is_file():
@@ -75,9 +75,9 @@ def broken_data_dir(root: Path, adder: Adder | None = None, encoding: str | None
         metrics = {**evaluate(adder.model, *load_test_set()), "steps": 150, "interrupted": False}
         save_checkpoint(root / "adder.pt", "adder", asdict(adder.cfg), adder.model.state_dict(), metrics)
     if encoding is not None:
-        committed = load_checkpoint(checkpoint_path(encoding, COMMITTED), KIND)
-        model = untrained_classifier(encoding)
-        save_checkpoint(checkpoint_path(encoding, root), KIND, committed["config"], model.state_dict(), committed["metrics"])
+        committed = load_checkpoint(run_path(encoding, seed, COMMITTED), KIND)
+        model = untrained_classifier(encoding, seed)
+        save_checkpoint(run_path(encoding, seed, root), KIND, committed["config"], model.state_dict(), committed["metrics"])
     return root
 
 
@@ -190,3 +190,10 @@ def test_heatmap_notebook_fails_with_a_weak_adder(tmp_path):
 @pytest.mark.parametrize("encoding", ENCODINGS)
 def test_positional_notebook_fails_with_an_untrained_classifier(encoding, tmp_path):
     assert_notebook_fails(notebook("05"), broken_data_dir(tmp_path / "data", encoding=encoding))
+
+
+@full_only
+@pytest.mark.parametrize("name, seed", [("alibi", 2), ("readout-first", 0)])
+def test_positional_notebook_fails_with_an_untrained_run_it_does_not_explore(name, seed, tmp_path):
+    """The 15 runs in data/sortedness-runs/ feed only the table, and notebook 05 checks them too."""
+    assert_notebook_fails(notebook("05"), broken_data_dir(tmp_path / "data", encoding=name, seed=seed))
