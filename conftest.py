@@ -4,7 +4,7 @@ stub is reported as not done, and nothing raises). nbval --nbval-lax compares no
 hook reads the check cells' output itself.
 
 Also: nbval waits 5 s at most between two output messages of a cell once it has run; a training
-cell's progress bars send thousands, and on a loaded 2-core machine one gap once exceeded that
+cell's progress bars send thousands, and a loaded machine can leave a longer gap between two of them
 ("Timeout of 5 seconds exceeded waiting for output"). The cell's own limit is unchanged."""
 import pytest
 
