@@ -1,4 +1,5 @@
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ from attnkit.core import positional as P
 from attnkit.core.positional import ENCODINGS
 from attnkit.experiments.sortedness_runs import run_experiment
 from attnkit.sortedness import (RESULTS_PATH, DataConfig, SortednessClassifier, SortednessConfig, SortednessTrainConfig,
-                                checkpoint_path, is_sorted, load_classifier, load_results, make_test_sets,
+                                checkpoint_path, is_sorted, load_classifier, load_results, load_run, make_test_sets,
                                 make_train_set, shuffle_rows, sorted_sequences, swap_one_pair, train_classifier)
 
 
@@ -199,6 +200,17 @@ def test_the_experiment_gives_the_same_files_with_one_or_two_workers(tmp_path):
         assert (tmp_path / "1" / name).read_bytes() == (tmp_path / "2" / name).read_bytes(), enc
     assert json.loads((tmp_path / "1" / RESULTS_PATH.name).read_text()) == \
         json.loads((tmp_path / "2" / RESULTS_PATH.name).read_text())
+    # every run keeps its checkpoint (seed 1 in the runs folder), byte-identical with either worker count
+    written = sorted(str(f.relative_to(tmp_path / "1")) for f in (tmp_path / "1").rglob("*") if f.is_file())
+    assert written == ["sortedness-alibi.pt", "sortedness-learned.pt", "sortedness-runs/alibi-seed1.pt",
+                       "sortedness-runs/learned-seed1.pt", "sortedness_results.json"]
+    for f in written[:-1]:
+        assert (tmp_path / "1" / f).read_bytes() == (tmp_path / "2" / f).read_bytes(), f
+    learned_1 = load_run("learned", 1, tmp_path / "1")
+    assert learned_1.metrics["val"]["hard"] == results_1["encodings"]["learned"]["val"]["hard"]["seeds"][1]
+    with pytest.raises(ValueError, match="seed 1, not 0"):  # a run's checkpoint is checked to be that run
+        shutil.copy(tmp_path / "1" / "sortedness-runs" / "alibi-seed1.pt", tmp_path / "1" / "sortedness-alibi.pt")
+        load_run("alibi", 0, tmp_path / "1")
 
 
 @committed
