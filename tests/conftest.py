@@ -47,6 +47,19 @@ def assert_passes(check, code, capsys=None) -> None:
     assert passed is True and line.startswith("✅"), line
 
 
+def assert_hint_chain(check, chain, capsys=None) -> None:
+    """Following each hint leads on, never back: chain is [(code, hint or None for a pass)], and
+    every failing step's line contains its hint and differs from every line before it."""
+    seen = []
+    for code, hint in chain:
+        passed, line = checker_line(check, code)
+        if hint is None:
+            assert passed, line
+        else:
+            assert not passed and hint in line and line not in seen, line
+            seen.append(line)
+
+
 def in_ci() -> bool:
     return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
 

@@ -256,10 +256,6 @@ def check_sortedness_run(name: str, seed: int, clf, data) -> None:
             assert abs(fresh[neg][length] - stored[neg][length]) <= one_sample(250), (name, seed, neg, length)
 
 
-def check_sortedness_seed0(encoding: str, clf, data) -> None:
-    check_sortedness_run(encoding, SEEDS[0], clf, data)
-
-
 def check_sortedness_table(encoding: str) -> None:
     """The README's row for `encoding` is the results file rounded (all three seeds)."""
     stored = load_results()["encodings"][encoding]
@@ -272,7 +268,7 @@ def check_sortedness_table(encoding: str) -> None:
 
 @pytest.mark.parametrize("encoding", ENCODINGS)
 def test_sortedness_seed0_cells_recomputed_from_the_checkpoint(encoding, sortedness_data):
-    check_sortedness_seed0(encoding, load_classifier(encoding), sortedness_data)
+    check_sortedness_run(encoding, SEEDS[0], load_classifier(encoding), sortedness_data)
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)

@@ -14,7 +14,7 @@ from attnkit.adder.data import carry_stats
 from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
 from attnkit.interp import patching as P
 from attnkit.ui import interp_checks as C
-from conftest import assert_hint, assert_passes, checker_line
+from conftest import assert_hint, assert_hint_chain, assert_passes, checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "06_how_the_adder_carries.ipynb"
 
@@ -413,15 +413,7 @@ def test_carry_pair_mistakes_get_their_hint(fn, hint, capsys):
 
 # ---------------------------------------------------------------- following a hint leads on, never back
 
-def follow(check, chain, capsys):
-    seen = []
-    for fn, hint in chain:
-        passed, line = run(check, fn, capsys)
-        if hint is None:
-            assert passed, line
-        else:
-            assert not passed and hint in line and line not in seen, line
-            seen.append(line)
+follow = assert_hint_chain
 
 
 def test_following_the_normalised_effect_hints_leads_to_a_pass(capsys):

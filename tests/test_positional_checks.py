@@ -11,7 +11,7 @@ from torch import nn
 
 from attnkit.core import positional as P
 from attnkit.ui import positional_checks as C
-from conftest import assert_hint, assert_passes, checker_line
+from conftest import assert_hint, assert_hint_chain, assert_passes, checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "05_positional_encoding_extrapolation.ipynb"
 CHECKS = [C.check_sinusoidal_table, C.check_shift_matrix, C.check_rotate, C.check_alibi_bias, C.check_max_pool]
@@ -555,14 +555,7 @@ def test_following_the_hints_leads_to_a_pass(capsys):
             (lambda s, p: s.masked_fill(p, float("-inf")).amax(1), None)]),
     ]
     for check, chain in steps:
-        seen = []
-        for fn, hint in chain:
-            passed, line = run(check, fn, capsys)
-            if hint is None:
-                assert passed, line
-            else:
-                assert not passed and hint in line and line not in seen, line
-                seen.append(line)
+        assert_hint_chain(check, chain)
 
 
 def test_an_exception_inside_a_checker_is_one_line_too(monkeypatch, capsys):
