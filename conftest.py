@@ -6,11 +6,21 @@ hook reads the check cells' output itself.
 Also: nbval waits 5 s at most between two output messages of a cell once it has run; a training
 cell's progress bars send thousands, and a loaded machine can leave a longer gap between two of them
 ("Timeout of 5 seconds exceeded waiting for output"). The cell's own limit is unchanged."""
+import os
+
 import pytest
 
 OUTPUT_GAP_S = 60
 
 from attnkit.course.grading import checker_lines
+
+
+def pytest_report_header(config):
+    """Which of PyTorch's CPU kernel sets this run computes with: float32 results differ between them
+    in the last digits (`make test-cpus` runs the float-sensitive tests under each)."""
+    import torch
+    chosen = os.environ.get("ATEN_CPU_CAPABILITY", "not set: the best this CPU has")
+    return f"torch CPU kernels: {torch.backends.cpu.get_cpu_capability()} (ATEN_CPU_CAPABILITY {chosen})"
 
 
 def _expected_mark(item):
