@@ -92,6 +92,13 @@ data: setup
 bench: setup
 	@for script in benchmarks/bench_*.py benchmarks/check_gpu.py; do echo "== $$script"; $(PY) $$script || exit 1; done
 
+# The kit as an administrator installs it: the sdist and wheel built, the wheel installed into a
+# fresh venv outside the repository, every model loaded and notebook 03 run from there
+# (tests/test_wheel.py; about 2 minutes, most of it pip installing the dependencies from its cache).
+.PHONY: wheel-test
+wheel-test: setup
+	ATTNKIT_WHEEL=1 OMP_NUM_THREADS=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_wheel.py
+
 # Every README number recomputed where `make test` cannot afford it: every sortedness run (seeds 1-2,
 # the variants) from its checkpoint in data/sortedness-runs/, two of them and the adder retrained,
 # notebook 02's short runs, the whole ablation study; and each of notebooks 02-05 run against a

@@ -4,6 +4,9 @@ student edition of the course and grade what comes back.
     python -m attnkit train adder          # data/adder.pt + data/adder.json
     python -m attnkit train sortedness     # data/sortedness-*.pt, data/sortedness-runs/ + data/sortedness_results.json
     python -m attnkit study ablation       # data/ablation_results.json
+    python -m attnkit course DIR           # a learner's own copy of the course from the installed kit
+                                           # (--edition student: stubs for solutions; self-study: each
+                                           # solution collapsed under its stub)
     python -m attnkit student DIR          # the notebooks with stubs for solutions (--with-solutions:
                                            # each solution kept, collapsed, for self-study)
     python -m attnkit grade NOTEBOOK...    # run each in a fresh kernel: grades.csv and a summary
@@ -29,6 +32,15 @@ def main(argv=None) -> None:
     study = sub.add_parser("study", help="run a study and save its results JSON")
     study.add_argument("what", choices=["ablation"])
     study.add_argument("--out", help="the results file (.json) instead of data/ablation_results.json")
+    course = sub.add_parser("course", help="copy the course notebooks to DIR (a learner's own copy)")
+    course.add_argument("dir", help="the folder to write (created if missing)")
+    course.add_argument("--edition", choices=["complete", "student", "self-study"], default="complete",
+                        help="complete: every solution in place (default); student: stubs for the "
+                             "solutions; self-study: each solution collapsed under its stub")
+    keep = course.add_mutually_exclusive_group()
+    keep.add_argument("--keep-changed", action="store_true",
+                      help="keep each notebook in DIR that differs (the learner's work) and write the rest")
+    keep.add_argument("--force", action="store_true", help="overwrite notebooks in DIR that differ")
     student = sub.add_parser("student", help="write the student edition of the notebooks to DIR")
     student.add_argument("dir", help="the folder to write (created if missing)")
     student.add_argument("--with-solutions", action="store_true",
@@ -40,6 +52,8 @@ def main(argv=None) -> None:
     grade.add_argument("--cell-timeout", type=float, default=120,
                        help="seconds a cell may run before the notebook is stopped (default 120)")
     args = parser.parse_args(argv)
+    if args.command == "course":
+        return _course(parser, args)
     if args.command == "student":
         return _student(parser, args)
     if args.command == "grade":
@@ -81,6 +95,18 @@ def main(argv=None) -> None:
         print(f"\ninterrupted: nothing new was written to {out}; {kept} stayed as they were",
               file=sys.stderr)
         sys.exit(INTERRUPTED)
+
+
+def _course(parser, args) -> None:
+    from .course.editions import write_edition
+    from .resources import notebooks_dir
+    try:
+        written, kept = write_edition(notebooks_dir(), args.dir, args.edition, args.force, args.keep_changed)
+    except (ValueError, OSError) as e:
+        parser.error(str(e))
+    print(f"wrote the {args.edition} edition of {len(written)} notebooks to {args.dir}")
+    if kept:
+        print(f"kept {len(kept)} that you changed: {', '.join(p.name for p in kept)}")
 
 
 def _student(parser, args) -> None:

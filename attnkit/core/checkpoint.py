@@ -17,9 +17,11 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from ..resources import data_dir
+
 FORMAT_VERSION = 1
 # the committed checkpoints and results; ATTNKIT_DATA_DIR points elsewhere (tests swap in broken models)
-DATA_DIR = Path(os.environ.get("ATTNKIT_DATA_DIR") or Path(__file__).resolve().parents[2] / "data")
+DATA_DIR = data_dir()
 
 
 def atomic_write(path: Path, write) -> None:

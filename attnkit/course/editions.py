@@ -91,32 +91,59 @@ def student_notebook(nb, with_solutions: bool = False):
     return nb
 
 
+EDITIONS = ("complete", "student", "self-study")
+
+
+def edition_notebook(nb, edition: str):
+    """`nb` as the given edition: "complete" (the course as written, every solution in place),
+    "student" (stubs, no outputs) or "self-study" (stubs, each solution collapsed under its stub)."""
+    if edition not in EDITIONS:
+        raise ValueError(f"unknown edition {edition!r}; choose one of {', '.join(EDITIONS)}")
+    return nb if edition == "complete" else student_notebook(nb, with_solutions=edition == "self-study")
+
+
 def write_student_edition(source_dir, out_dir, with_solutions: bool = False, force: bool = False) -> list[Path]:
-    """Write the student edition of every notebook in `source_dir` to `out_dir`.
+    """Write the student (or, with_solutions, the self-study) edition: see write_edition."""
+    return write_edition(source_dir, out_dir, "self-study" if with_solutions else "student", force)[0]
+
+
+def write_edition(source_dir, out_dir, edition: str = "student", force: bool = False,
+                  keep_changed: bool = False) -> tuple[list[Path], list[Path]]:
+    """Write `edition` of every notebook in `source_dir` to `out_dir`; return (written, kept).
 
     A file already in out_dir is replaced only when `force` is set or it is exactly what would be
-    written: a learner's work there is never overwritten by accident. All files are checked (and
-    every notebook converted) before the first is written; each is written atomically.
+    written: a learner's work there is never overwritten by accident. A file that differs stops
+    everything with a ValueError, or with `keep_changed` is kept as it is (and listed in `kept`),
+    so that a course update reaches every notebook the learner has not touched. All files are
+    checked (and every notebook converted) before the first is written; each is written atomically.
     """
     source_dir, out_dir = Path(source_dir), Path(out_dir)
     sources = sorted(source_dir.glob("[0-9][0-9]_*.ipynb"))
     if not sources:
         raise ValueError(f"no course notebooks (NN_name.ipynb) in {source_dir}")
     if out_dir.resolve() == source_dir.resolve():
-        raise ValueError(f"{out_dir} is the source folder: the student edition must go elsewhere")
+        raise ValueError(f"{out_dir} is the source folder: the {edition} edition must go elsewhere")
     if out_dir.exists() and not out_dir.is_dir():
         raise ValueError(f"{out_dir} exists and is not a folder")
-    editions = {}
+    editions, kept = {}, []
     for path in sources:
         try:
             nb = nbformat.read(path, as_version=4)
         except Exception as e:
             raise ValueError(f"{path} is not a readable notebook: {e}") from None
-        text = nbformat.writes(student_notebook(nb, with_solutions)) + "\n"
+        text = nbformat.writes(edition_notebook(nb, edition)) + "\n"
         target = out_dir / path.name
-        if target.exists() and not force and target.read_text(encoding="utf-8") != text:
-            raise ValueError(f"{target} exists and differs from the edition (a learner's work?): "
-                             "choose another folder, or pass --force to overwrite it")
+        if target.is_symlink() or target.exists():  # a link or folder there is never the edition
+            same = target.is_file() and not target.is_symlink() and \
+                target.read_text(encoding="utf-8", errors="replace") == text
+            if same or force:
+                editions[target] = text
+                continue
+            if keep_changed:
+                kept.append(target)
+                continue
+            raise ValueError(f"{target} exists and differs from the edition ({edition}; a learner's work?): "
+                             "choose another folder, pass --keep-changed to keep it, or --force to overwrite it")
         editions[target] = text
     out_dir.mkdir(parents=True, exist_ok=True)
     for target, text in editions.items():
@@ -128,4 +155,4 @@ def write_student_edition(source_dir, out_dir, with_solutions: bool = False, for
         except BaseException:
             os.unlink(tmp)
             raise
-    return list(editions)
+    return list(editions), kept

@@ -19,9 +19,10 @@ from typing import Iterable, Optional
 
 import nbformat
 
+from ..resources import notebooks_dir
 from .editions import check_cells, exercise_ids
 
-NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+NOTEBOOKS_DIR = notebooks_dir()
 MARKS = ("✅", "❌", "⏳")
 
 
