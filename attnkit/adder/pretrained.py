@@ -22,6 +22,8 @@ from .data import BOS, DATA_DIR, EOS, PAD, decode_digits, encode_sources, load_t
 from .evaluate import evaluate, greedy_correct, mean_z, predict
 from .model import Seq2SeqConfig, Seq2SeqTransformer
 
+CACHE_CHUNK = 1024  # problems per forward pass of run_with_cache
+
 CHECKPOINT = DATA_DIR / "adder.pt"
 ABLATION_MODES = ("zero", "mean")
 TARGET = 0.999        # exact match training aims for (AdderTrainConfig.target); below it, loading warns
@@ -127,7 +129,16 @@ class Adder:
         # Positions after the first </s> are padding: nothing was generated there.
         ended = (tgt == EOS).cumsum(dim=1) > 0
         tgt = tgt.masked_fill(ended, PAD)
-        _, cache = self.model.run_with_cache(src, tgt, names=names)
+        # In chunks, as greedy decodes: one pass over 10,000 problems held every intermediate of
+        # the whole batch at once (hundreds of MB a learner's kernel kept long after).
+        # Each activation is written into its place in one tensor for all problems.
+        cache = ActivationCache({})
+        for start in range(0, len(src), CACHE_CHUNK):
+            rows = slice(start, start + CACHE_CHUNK)
+            for name, x in self.model.run_with_cache(src[rows], tgt[rows], names=names)[1].items():
+                if name not in cache.store:
+                    cache.store[name] = x.new_empty((len(src),) + x.shape[1:])
+                cache.store[name][rows] = x
         cache.store["src"], cache.store["tgt"] = src.cpu(), tgt.cpu()
         cache.labels = {"enc": [tokens(row) for row in src.tolist()], "dec": [tokens(row) for row in tgt.tolist()]}
         # The answers are decoded from `out`: a second greedy pass would double the cost.
