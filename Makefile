@@ -99,6 +99,29 @@ bench: setup
 wheel-test: setup
 	ATTNKIT_WHEEL=1 OMP_NUM_THREADS=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_wheel.py
 
+# A real JupyterHub serving the course (tests/hub/hub_test.py; not in `make test`; needs root: it
+# makes a Unix user per learner and removes them after). JupyterHub and the kit's wheel go into
+# build/hub/venv, made from a Python every user may run; configurable-http-proxy from npm into
+# build/hub/chp. Three learners at once run notebooks 03 and 04 through the hub; about N minutes.
+HUB_PYTHON ?= /usr/bin/python3.11
+JUPYTERHUB_VERSION := 6.1.1
+CHP_VERSION := 5.3.0
+HUB := build/hub
+.PHONY: hub
+hub: setup
+	@test "$$(id -u)" = 0 || { echo "make hub: run as root (it makes a Unix user per learner)"; exit 1; }
+	@command -v npm >/dev/null || { echo "make hub: npm is missing (apt-get install npm)"; exit 1; }
+	rm -rf build/lib build/bdist.* $(HUB)/dist
+	$(PY) -m pip wheel --quiet --no-deps -w $(HUB)/dist .
+	rm -rf build/lib build/bdist.*
+	test -x $(HUB)/venv/bin/python || $(HUB_PYTHON) -m venv $(HUB)/venv
+	$(HUB)/venv/bin/pip install --quiet $(PIP_ARGS) jupyterhub==$(JUPYTERHUB_VERSION)
+	$(HUB)/venv/bin/pip install --quiet $(PIP_ARGS) $(HUB)/dist/attnkit-*.whl
+	$(HUB)/venv/bin/pip install --quiet --force-reinstall --no-deps $(HUB)/dist/attnkit-*.whl  # same version, new build
+	test -x $(HUB)/chp/node_modules/.bin/configurable-http-proxy || \
+		npm install --prefix $(HUB)/chp --no-save --no-audit --no-fund configurable-http-proxy@$(CHP_VERSION)
+	$(HUB)/venv/bin/python tests/hub/hub_test.py --venv $(HUB)/venv --proxy $(HUB)/chp/node_modules/.bin/configurable-http-proxy
+
 # Every README number recomputed where `make test` cannot afford it: every sortedness run (seeds 1-2,
 # the variants) from its checkpoint in data/sortedness-runs/, two of them and the adder retrained,
 # notebook 02's short runs, the whole ablation study; and each of notebooks 02-05 run against a
