@@ -94,7 +94,8 @@ bench: setup
 
 # The kit as an administrator installs it: the sdist and wheel built, the wheel installed into a
 # fresh venv outside the repository, every model loaded and notebook 03 run from there
-# (tests/test_wheel.py; about 2 minutes, most of it pip installing the dependencies from its cache).
+# (tests/test_wheel.py; about 4-5 minutes on 2 shared cores, most of it pip installing torch and
+# JupyterLab from its cache into the fresh venv).
 .PHONY: wheel-test
 wheel-test: setup
 	ATTNKIT_WHEEL=1 OMP_NUM_THREADS=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_wheel.py
@@ -102,7 +103,8 @@ wheel-test: setup
 # A real JupyterHub serving the course (tests/hub/hub_test.py; not in `make test`; needs root: it
 # makes a Unix user per learner and removes them after). JupyterHub and the kit's wheel go into
 # build/hub/venv, made from a Python every user may run; configurable-http-proxy from npm into
-# build/hub/chp. Three learners at once run notebooks 03 and 04 through the hub; about N minutes.
+# build/hub/chp. Three learners at once run notebooks 03 and 04 through the hub: about 2 minutes
+# once build/hub exists (the first run installs JupyterHub, torch and JupyterLab there: 2-3 more).
 HUB_PYTHON ?= /usr/bin/python3.11
 JUPYTERHUB_VERSION := 6.1.1
 CHP_VERSION := 5.3.0

@@ -3,8 +3,8 @@ straight from the tree, which must hold the same files), install that wheel into
 outside the repository, and from there load every model, copy the course with `attnkit course`
 and run notebook 03 top to bottom in a kernel of that venv.
 
-Slow (about 2 minutes, most of it pip installing torch and JupyterLab from its cache), so it runs
-only with ATTNKIT_WHEEL=1: `make wheel-test`.
+Slow (about 4-5 minutes on 2 shared cores, most of it pip installing torch and JupyterLab from its
+cache), so it runs only with ATTNKIT_WHEEL=1: `make wheel-test`.
 """
 from __future__ import annotations
 

@@ -32,6 +32,7 @@ import uuid
 from pathlib import Path
 from urllib.parse import urlencode
 
+import psutil
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from tornado.websocket import websocket_connect
 
@@ -347,10 +348,26 @@ async def serve_class(hub: Hub, timeout: float) -> list[str]:
     async def run_all(learner):
         return {notebook: await learner.run_notebook(notebook) for notebook in NOTEBOOKS}
 
+    peaks = {learner.name: 0 for learner in learners}
+
+    async def sample_memory():  # each learner's processes (server and kernels) together, every half second
+        while True:
+            for learner in learners:
+                total = sum(p.info["memory_info"].rss for p in psutil.process_iter(["username", "memory_info"])
+                            if p.info["username"] == learner.name and p.info["memory_info"])
+                peaks[learner.name] = max(peaks[learner.name], total)
+            await asyncio.sleep(0.5)
+
     t = time.monotonic()
-    results = await asyncio.gather(*(run_all(learner) for learner in learners))
+    sampler = asyncio.ensure_future(sample_memory())
+    try:
+        results = await asyncio.gather(*(run_all(learner) for learner in learners))
+    finally:
+        sampler.cancel()
     print(f"notebooks {' and '.join(n[:2] for n in NOTEBOOKS)} run by {len(learners)} learners at once: "
           f"{time.monotonic() - t:.1f} s")
+    print("peak resident memory of each learner's processes (server + kernel): " +
+          ", ".join(f"{name} {peak / 1e6:.0f} MB" for name, peak in peaks.items()))
     for learner, result in zip(learners, results):
         for notebook, r in result.items():
             passed = [line for line in r["checks"] if line.startswith("✅")]
