@@ -100,7 +100,7 @@ bench: setup
 wheel-test: setup
 	ATTNKIT_WHEEL=1 OMP_NUM_THREADS=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_wheel.py
 
-# A real JupyterHub serving the course (tests/hub/hub_test.py; not in `make test`; needs root: it
+# A real JupyterHub serving the course (tests/hub/hub_check.py; not in `make test`; needs root: it
 # makes a Unix user per learner and removes them after). JupyterHub and the kit's wheel go into
 # build/hub/venv, made from a Python every user may run; configurable-http-proxy from npm into
 # build/hub/chp. Three learners at once run notebooks 03 and 04 through the hub: about 2 minutes
@@ -122,7 +122,7 @@ hub: setup
 	$(HUB)/venv/bin/pip install --quiet --force-reinstall --no-deps $(HUB)/dist/attnkit-*.whl  # same version, new build
 	test -x $(HUB)/chp/node_modules/.bin/configurable-http-proxy || \
 		npm install --prefix $(HUB)/chp --no-save --no-audit --no-fund configurable-http-proxy@$(CHP_VERSION)
-	$(HUB)/venv/bin/python tests/hub/hub_test.py --venv $(HUB)/venv --proxy $(HUB)/chp/node_modules/.bin/configurable-http-proxy
+	$(HUB)/venv/bin/python tests/hub/hub_check.py --venv $(HUB)/venv --proxy $(HUB)/chp/node_modules/.bin/configurable-http-proxy
 
 # Every README number recomputed where `make test` cannot afford it: every sortedness run (seeds 1-2,
 # the variants) from its checkpoint in data/sortedness-runs/, two of them and the adder retrained,

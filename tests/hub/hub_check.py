@@ -10,7 +10,7 @@ line and that no cell failed. Last, that no learner can list, read or write anot
 kernel) or reach another's server (with their token). Everything stops and is removed at the end, also
 on failure, Ctrl-C, SIGTERM or after --deadline seconds.
 
-    build/hub/venv/bin/python tests/hub/hub_test.py --venv build/hub/venv --proxy PATH [--learners 3]
+    build/hub/venv/bin/python tests/hub/hub_check.py --venv build/hub/venv --proxy PATH [--learners 3]
 """
 from __future__ import annotations
 
