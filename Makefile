@@ -94,7 +94,7 @@ bench: setup
 
 # The kit as an administrator installs it: the sdist and wheel built, the wheel installed into a
 # fresh venv outside the repository, every model loaded and notebook 03 run from there
-# (tests/test_wheel.py; about 4-5 minutes on 2 shared cores, most of it pip installing torch and
+# (tests/test_wheel.py; 2.5-4.5 minutes on 2 shared cores: 149 s and 260 s; most of it pip installing torch and
 # JupyterLab from its cache into the fresh venv).
 .PHONY: wheel-test
 wheel-test: setup

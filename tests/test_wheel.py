@@ -3,7 +3,7 @@ straight from the tree, which must hold the same files), install that wheel into
 outside the repository, and from there load every model, copy the course with `attnkit course`
 and run notebook 03 top to bottom in a kernel of that venv.
 
-Slow (about 4-5 minutes on 2 shared cores, most of it pip installing torch and JupyterLab from its
+Slow (149 s and 260 s in two runs on 2 shared cores, most of it pip installing torch and JupyterLab from its
 cache), so it runs only with ATTNKIT_WHEEL=1: `make wheel-test`.
 """
 from __future__ import annotations
