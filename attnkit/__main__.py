@@ -8,14 +8,42 @@ student edition of the course and grade what comes back.
                                            # each solution kept, collapsed, for self-study)
     python -m attnkit grade NOTEBOOK...    # run each in a fresh kernel: grades.csv and a summary
 
---out writes elsewhere (checked before any work starts). Ctrl-C stops a command within a second
-or two, says what was kept and exits with status 130; it never replaces a file with an
-unfinished result (an interrupted adder goes to adder.interrupted.pt beside --out).
+--out writes elsewhere (checked before any work starts). Ctrl-C, SIGTERM and SIGHUP stop a
+command within a second or two, say what was kept and exit with status 128 + the signal's number
+(130 for Ctrl-C); they never replace a file with an unfinished result (an interrupted adder goes
+to adder.interrupted.pt beside --out).
 """
 import argparse
+import signal
 import sys
 
 INTERRUPTED = 130  # the shell's status for a process stopped by SIGINT
+_received = [signal.SIGINT]  # the last stopping signal: the exit status says which one it was
+
+
+def _as_ctrl_c(signum, frame) -> None:
+    _received[0] = signum
+    raise KeyboardInterrupt
+
+
+def handle_stop_signals() -> None:
+    """SIGTERM (kill, a job scheduler) and SIGHUP (a closed terminal) stop a command the way Ctrl-C
+    does: the same clean-up, the same kept files, a message."""
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), _as_ctrl_c)
+
+
+def interrupted_status() -> int:
+    return 128 + int(_received[0])
+
+
+def say(message: str) -> None:
+    """To stderr, where a hung-up terminal may be gone: losing the message must not lose the exit."""
+    try:
+        print(message, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def main(argv=None) -> None:
@@ -40,6 +68,8 @@ def main(argv=None) -> None:
     grade.add_argument("--cell-timeout", type=float, default=120,
                        help="seconds a cell may run before the notebook is stopped (default 120)")
     args = parser.parse_args(argv)
+    if args.command != "grade":  # the grader handles its own signals (course/grading.py)
+        handle_stop_signals()
     if args.command == "student":
         return _student(parser, args)
     if args.command == "grade":
@@ -63,7 +93,8 @@ def main(argv=None) -> None:
             out = check_output_dir(DATA_DIR if args.out is None else args.out, "--out folder")
         else:
             from .experiments.ablation_studies import ABLATION_RESULTS_PATH
-            out = check_output_file(ABLATION_RESULTS_PATH if args.out is None else args.out, ".json", "--out")
+            out = check_output_file(ABLATION_RESULTS_PATH if args.out is None else args.out, ".json", "--out",
+                                    kind="report")
     except (ValueError, TypeError) as e:
         parser.error(str(e))
 
@@ -78,9 +109,11 @@ def main(argv=None) -> None:
             run_studies(path=out)
     except KeyboardInterrupt:
         kept = "its checkpoints and results" if command == "train sortedness" else "it"
-        print(f"\ninterrupted: nothing new was written to {out}; {kept} stayed as they were",
-              file=sys.stderr)
-        sys.exit(INTERRUPTED)
+        say(f"\ninterrupted: nothing new was written to {out}; {kept} stayed as they were")
+        sys.exit(interrupted_status())
+    except OSError as e:  # e.g. the disk filled up during the run: the message says what was kept
+        say(f"\n{command} failed: {e}")
+        sys.exit(1)
 
 
 def _student(parser, args) -> None:
@@ -90,6 +123,12 @@ def _student(parser, args) -> None:
         written = write_student_edition(NOTEBOOKS_DIR, args.dir, args.with_solutions, args.force)
     except (ValueError, OSError) as e:
         parser.error(str(e))
+    except KeyboardInterrupt as e:
+        from .course.editions import EditionWritten
+        done = ("the whole edition had just been written to" if isinstance(e, EditionWritten)
+                else "nothing was written to")
+        say(f"\ninterrupted: {done} {args.dir} (an edition is written all or nothing)")
+        sys.exit(interrupted_status())
     kind = "self-study edition (solutions collapsed)" if args.with_solutions else "student edition"
     print(f"wrote the {kind} of {len(written)} notebooks to {args.dir}")
 
@@ -122,10 +161,10 @@ def _train_adder(out) -> None:
     from .adder.train import interrupted_path
     adder = train_pretrained(out)
     if adder.metrics.get("interrupted"):
-        print(f"\ninterrupted at step {adder.metrics['steps']}: {out} stayed as it was; the best model so "
-              f"far ({adder.metrics['exact_match']:.2%} exact match on the held-out set) is in "
-              f"{interrupted_path(out)}", file=sys.stderr)
-        sys.exit(INTERRUPTED)
+        measured = adder.metrics.get("exact_match_on", "the held-out set")
+        say(f"\ninterrupted at step {adder.metrics['steps']}: {out} stayed as it was; the best model so "
+            f"far ({adder.metrics['exact_match']:.2%} exact match on {measured}) is in {interrupted_path(out)}")
+        sys.exit(interrupted_status())
 
 
 if __name__ == "__main__":

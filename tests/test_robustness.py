@@ -401,8 +401,9 @@ def test_every_committed_file_serialises_to_the_same_bytes():
 
 @pytest.mark.parametrize("flip", ["reverse_output", "zero_pad"])
 def test_a_flipped_config_flag_is_caught_by_the_answer_check(tmp_path, payload, flip):
-    path = write_adder(tmp_path / "a.pt", payload, **{flip: not payload["config"][flip]})
-    with pytest.raises(ValueError, match="does not fit the weights"):
+    was = payload["config"][flip]
+    path = write_adder(tmp_path / "a.pt", payload, **{flip: not was})
+    with pytest.raises(ValueError, match=f"config says {flip}={not was}, but the weights were trained with {flip}={was}"):
         Adder.load(path, device="cpu")
 
 

@@ -206,6 +206,8 @@ def write_together(files: list[tuple[Path, bytes]]) -> None:
         except ValueError:
             raise ValueError(f"{path} is not in {folder}: files saved together share a folder") from None
         names.append(rel.as_posix())
+        if os.path.lexists(path) and not (path.is_symlink() or stat.S_ISREG(os.lstat(path).st_mode)):
+            raise ValueError(f"cannot write {path}: it exists and is not a regular file")
     token, journal, written = secrets.token_hex(8), journal_path(primary), []
     with folder_lock(folder):
         roll_forward(primary)  # JournalRefused: a journal we did not write is left alone
