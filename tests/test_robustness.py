@@ -212,7 +212,8 @@ def alive(pid: int) -> bool:
 def test_ctrl_c_to_the_process_group_stops_train_sortedness_and_its_workers(tmp_path):
     out = tmp_path / "out"
     (out).mkdir()
-    (out / "sortedness-alibi.pt").write_bytes(b"previous")
+    previous = (DATA / "sortedness-alibi.pt").read_bytes()  # the kit's own: it may be replaced (not by Ctrl-C)
+    (out / "sortedness-alibi.pt").write_bytes(previous)
     proc = subprocess.Popen([sys.executable, "-m", "attnkit", "train", "sortedness", "--out", str(out)], cwd=ROOT,
                             env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
@@ -244,7 +245,7 @@ def test_ctrl_c_to_the_process_group_stops_train_sortedness_and_its_workers(tmp_
     assert "interrupted: nothing new was written" in err
     assert not any(alive(w) for w in workers)
     assert sorted(p.name for p in out.iterdir()) == ["sortedness-alibi.pt"]
-    assert (out / "sortedness-alibi.pt").read_bytes() == b"previous"
+    assert (out / "sortedness-alibi.pt").read_bytes() == previous
 
 
 def test_an_interrupted_sequential_experiment_writes_nothing(tmp_path, monkeypatch):
