@@ -39,10 +39,12 @@ def interrupted_status() -> int:
 
 
 def say(message: str) -> None:
-    """To stderr, where a hung-up terminal may be gone: losing the message must not lose the exit."""
+    """To stderr, where a hung-up terminal may be gone (losing the message must not lose the exit
+    status), in whatever its encoding can show (PYTHONIOENCODING=ascii: '?' for the rest)."""
+    encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
     try:
-        print(message, file=sys.stderr, flush=True)
-    except (OSError, ValueError):
+        print(message.encode(encoding, "replace").decode(encoding), file=sys.stderr, flush=True)
+    except (OSError, ValueError, LookupError):
         pass
 
 

@@ -53,6 +53,7 @@ M = [
  ("edition signals held", "attnkit/course/editions.py", '        with signals_held():\n            for tmp, target in renames:', '        if True:\n            for tmp, target in renames:', "tests/test_guards_runs.py -k held_until"),
  ("edition temporaries first", "attnkit/course/editions.py", '            with open(tmp, "x", encoding="utf-8") as f:  # "x": created new, mode 0o666 less the umask\n                f.write(text)', '            with open(tmp, "x", encoding="utf-8") as f:  # "x": created new, mode 0o666 less the umask\n                f.write(text)\n            os.replace(tmp, target)', "tests/test_guards_runs.py -k temporaries_are_written"),
  ("student ctrl-c", "attnkit/__main__.py", '    except KeyboardInterrupt as e:\n        from .course.editions import EditionWritten', '    except ZeroDivisionError as e:\n        from .course.editions import EditionWritten', "tests/test_guards_runs.py -k student_command"),
+ ("ascii messages", "attnkit/__main__.py", 'print(message.encode(encoding, "replace").decode(encoding), file=sys.stderr, flush=True)', 'print(message, file=sys.stderr, flush=True)', "tests/test_guards_runs.py -k ascii"),
 ]
 only = sys.argv[1:]
 env = {**os.environ, "OMP_NUM_THREADS": "1"}

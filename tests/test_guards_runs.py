@@ -226,3 +226,13 @@ def test_ctrl_c_in_the_student_command_prints_a_message_not_a_traceback(tmp_path
         main(["student", str(tmp_path / "s")])
     assert stop.value.code == 130
     assert "interrupted: nothing was written to" in capsys.readouterr().err
+
+
+def test_messages_print_on_an_ascii_only_terminal(monkeypatch):
+    import io
+    from attnkit import __main__ as cli
+    raw = io.BytesIO()
+    monkeypatch.setattr(cli.sys, "stderr", io.TextIOWrapper(raw, encoding="ascii"))
+    cli.say("interrupted: 99.95 % … kept ✅")
+    cli.sys.stderr.flush()
+    assert raw.getvalue() == b"interrupted: 99.95 % ? kept ?\n"
