@@ -11,14 +11,44 @@ student edition of the course and grade what comes back.
                                            # each solution kept, collapsed, for self-study)
     python -m attnkit grade NOTEBOOK...    # run each in a fresh kernel: grades.csv and a summary
 
---out writes elsewhere (checked before any work starts). Ctrl-C stops a command within a second
-or two, says what was kept and exits with status 130; it never replaces a file with an
-unfinished result (an interrupted adder goes to adder.interrupted.pt beside --out).
+--out writes elsewhere (checked before any work starts). Ctrl-C, SIGTERM and SIGHUP stop a
+command within a second or two, say what was kept and exit with status 128 + the signal's number
+(130 for Ctrl-C); they never replace a file with an unfinished result (an interrupted adder goes
+to adder.interrupted.pt beside --out).
 """
 import argparse
+import signal
 import sys
 
 INTERRUPTED = 130  # the shell's status for a process stopped by SIGINT
+_received = [signal.SIGINT]  # the last stopping signal: the exit status says which one it was
+
+
+def _as_ctrl_c(signum, frame) -> None:
+    _received[0] = signum
+    raise KeyboardInterrupt
+
+
+def handle_stop_signals() -> None:
+    """SIGTERM (kill, a job scheduler) and SIGHUP (a closed terminal) stop a command the way Ctrl-C
+    does: the same clean-up, the same kept files, a message."""
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), _as_ctrl_c)
+
+
+def interrupted_status() -> int:
+    return 128 + int(_received[0])
+
+
+def say(message: str) -> None:
+    """To stderr, where a hung-up terminal may be gone (losing the message must not lose the exit
+    status), in whatever its encoding can show (PYTHONIOENCODING=ascii: '?' for the rest)."""
+    encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
+    try:
+        print(message.encode(encoding, "replace").decode(encoding), file=sys.stderr, flush=True)
+    except (OSError, ValueError, LookupError):
+        pass
 
 
 def main(argv=None) -> None:
@@ -52,6 +82,8 @@ def main(argv=None) -> None:
     grade.add_argument("--cell-timeout", type=float, default=120,
                        help="seconds a cell may run before the notebook is stopped (default 120)")
     args = parser.parse_args(argv)
+    if args.command != "grade":  # the grader handles its own signals (course/grading.py)
+        handle_stop_signals()
     if args.command == "course":
         return _course(parser, args)
     if args.command == "student":
@@ -77,7 +109,8 @@ def main(argv=None) -> None:
             out = check_output_dir(DATA_DIR if args.out is None else args.out, "--out folder")
         else:
             from .experiments.ablation_studies import ABLATION_RESULTS_PATH
-            out = check_output_file(ABLATION_RESULTS_PATH if args.out is None else args.out, ".json", "--out")
+            out = check_output_file(ABLATION_RESULTS_PATH if args.out is None else args.out, ".json", "--out",
+                                    kind="report")
     except (ValueError, TypeError) as e:
         parser.error(str(e))
 
@@ -92,9 +125,11 @@ def main(argv=None) -> None:
             run_studies(path=out)
     except KeyboardInterrupt:
         kept = "its checkpoints and results" if command == "train sortedness" else "it"
-        print(f"\ninterrupted: nothing new was written to {out}; {kept} stayed as they were",
-              file=sys.stderr)
-        sys.exit(INTERRUPTED)
+        say(f"\ninterrupted: nothing new was written to {out}; {kept} stayed as they were")
+        sys.exit(interrupted_status())
+    except OSError as e:  # e.g. the disk filled up during the run: the message says what was kept
+        say(f"\n{command} failed: {e}")
+        sys.exit(1)
 
 
 def _course(parser, args) -> None:
@@ -104,6 +139,12 @@ def _course(parser, args) -> None:
         written, kept = write_edition(notebooks_dir(), args.dir, args.edition, args.force, args.keep_changed)
     except (ValueError, OSError) as e:
         parser.error(str(e))
+    except KeyboardInterrupt as e:
+        from .course.editions import EditionWritten
+        done = ("the whole course had just been written to" if isinstance(e, EditionWritten)
+                else "nothing was written to")
+        say(f"\ninterrupted: {done} {args.dir} (the course is written all or nothing)")
+        sys.exit(interrupted_status())
     print(f"wrote the {args.edition} edition of {len(written)} notebooks to {args.dir}")
     if kept:
         print(f"kept {len(kept)} that you changed: {', '.join(p.name for p in kept)}")
@@ -116,6 +157,12 @@ def _student(parser, args) -> None:
         written = write_student_edition(NOTEBOOKS_DIR, args.dir, args.with_solutions, args.force)
     except (ValueError, OSError) as e:
         parser.error(str(e))
+    except KeyboardInterrupt as e:
+        from .course.editions import EditionWritten
+        done = ("the whole edition had just been written to" if isinstance(e, EditionWritten)
+                else "nothing was written to")
+        say(f"\ninterrupted: {done} {args.dir} (an edition is written all or nothing)")
+        sys.exit(interrupted_status())
     kind = "self-study edition (solutions collapsed)" if args.with_solutions else "student edition"
     print(f"wrote the {kind} of {len(written)} notebooks to {args.dir}")
 
@@ -148,10 +195,10 @@ def _train_adder(out) -> None:
     from .adder.train import interrupted_path
     adder = train_pretrained(out)
     if adder.metrics.get("interrupted"):
-        print(f"\ninterrupted at step {adder.metrics['steps']}: {out} stayed as it was; the best model so "
-              f"far ({adder.metrics['exact_match']:.2%} exact match on the held-out set) is in "
-              f"{interrupted_path(out)}", file=sys.stderr)
-        sys.exit(INTERRUPTED)
+        measured = adder.metrics.get("exact_match_on", "the held-out set")
+        say(f"\ninterrupted at step {adder.metrics['steps']}: {out} stayed as it was; the best model so "
+            f"far ({adder.metrics['exact_match']:.2%} exact match on {measured}) is in {interrupted_path(out)}")
+        sys.exit(interrupted_status())
 
 
 if __name__ == "__main__":

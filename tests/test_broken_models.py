@@ -1,6 +1,7 @@
 """A broken model must fail the suite: each committed checkpoint swapped for an untrained (or
-barely trained) one of the same config, saved with attnkit's own save function and carrying the
-committed checkpoint's stored metrics, so that nothing but recomputation can tell.
+barely trained) one of the same config, saved with attnkit's own save function and carrying its
+own true metrics (loading refuses a model that falls short of its stored metrics), so that only
+the claims' recomputation against the README's numbers can tell.
 
   * default tier (`make test`): every claims check of tests/test_claims.py that concerns the
     swapped checkpoint fails on it, in process;
@@ -60,8 +61,9 @@ def untrained_classifier(encoding: str, seed: int = SEEDS[0]) -> SortednessClass
 
 
 def broken_data_dir(root: Path, adder: Adder | None = None, encoding: str | None = None, seed: int = SEEDS[0]) -> Path:
-    """A copy of data/ with the adder (its own metrics) or one sortedness checkpoint, run (encoding,
-    seed), (the committed metrics kept: only recomputation can tell) replaced."""
+    """A copy of data/ with the adder or one sortedness checkpoint, run (encoding, seed), replaced
+    by a broken model carrying its own, true metrics (with the committed ones, loading refuses it:
+    both tasks re-check their behaviour against the stored metrics)."""
     root.mkdir(parents=True, exist_ok=True)
     for f in COMMITTED.iterdir():
         if f.is_file():
@@ -75,9 +77,13 @@ def broken_data_dir(root: Path, adder: Adder | None = None, encoding: str | None
         metrics = {**evaluate(adder.model, *load_test_set()), "steps": 150, "interrupted": False}
         save_checkpoint(root / "adder.pt", "adder", asdict(adder.cfg), adder.model.state_dict(), metrics)
     if encoding is not None:
+        from attnkit.sortedness import make_test_sets, make_val_set
+        from attnkit.sortedness.train import evaluate_classifier
         committed = load_checkpoint(run_path(encoding, seed, COMMITTED), KIND)
         model = untrained_classifier(encoding, seed)
-        save_checkpoint(run_path(encoding, seed, root), KIND, committed["config"], model.state_dict(), committed["metrics"])
+        metrics = {"seed": seed, "train": committed["metrics"]["train"], "history": [],
+                   **evaluate_classifier(model, make_val_set(), make_test_sets())}
+        save_checkpoint(run_path(encoding, seed, root), KIND, committed["config"], model.state_dict(), metrics)
     return root
 
 

@@ -132,21 +132,26 @@ def fsync(fd):
 os.replace, os.fsync = replace, fsync
 state = {"w": torch.full((256, 1024), 2.0)}    # a 1 MB checkpoint
 ck.save_checkpoint(out, "adder", {"new": True}, state, {"run": "new"},
-                   report=(out.replace(".pt", ".json"), {"run": "new"}))
+                   report=(out.replace(".pt", ".json"), {"model_config": {}, "train_config": {}, "test_metrics": "new"}))
 """
+
+
+def report(run: str) -> dict:
+    """A report with the keys of the kit's own (a journal may replace only the kit's files)."""
+    return {"model_config": {}, "train_config": {}, "test_metrics": run}
 
 
 def old_pair(tmp_path):
     out = tmp_path / "m.pt"
     save_checkpoint(out, "adder", {"new": False}, {"w": torch.ones(2)}, {"run": "old"},
-                    report=(tmp_path / "m.json", {"run": "old"}))
+                    report=(tmp_path / "m.json", report("old")))
     return out, out.read_bytes()
 
 
 def test_kill_9_between_the_two_renames_is_rolled_forward_by_the_next_load(tmp_path):
     out, _ = old_pair(tmp_path)
     assert run_script(KILL_DURING_SAVE, out, "between-renames").returncode == -signal.SIGKILL
-    assert json.loads((tmp_path / "m.json").read_text()) == {"run": "new"}  # the report is new ...
+    assert json.loads((tmp_path / "m.json").read_text()) == report("new")  # the report is new ...
     assert (tmp_path / ".m.pt.commit").exists()                             # ... and the journal says so
     payload = load_checkpoint(out, "adder")                                 # finishes the save
     assert payload["metrics"] == {"run": "new"} and payload["config"] == {"new": True}
@@ -156,7 +161,7 @@ def test_kill_9_between_the_two_renames_is_rolled_forward_by_the_next_load(tmp_p
 def test_kill_9_while_writing_keeps_the_old_pair_and_the_next_save_removes_the_temporary(tmp_path):
     out, old_bytes = old_pair(tmp_path)
     assert run_script(KILL_DURING_SAVE, out, "writing").returncode == -signal.SIGKILL
-    assert out.read_bytes() == old_bytes and json.loads((tmp_path / "m.json").read_text()) == {"run": "old"}
+    assert out.read_bytes() == old_bytes and json.loads((tmp_path / "m.json").read_text()) == report("old")
     assert [p for p in leftovers(tmp_path) if p.endswith(".tmp")]          # the killed save's temporary
     assert load_checkpoint(out, "adder")["metrics"] == {"run": "old"}
     old_pair(tmp_path)
@@ -186,9 +191,9 @@ def test_ctrl_c_after_the_commit_point_finishes_the_save(tmp_path, monkeypatch):
     monkeypatch.setattr(ck.os, "replace", replace)
     with pytest.raises(KeyboardInterrupt):
         save_checkpoint(out, "adder", {}, {"w": torch.zeros(2)}, {"run": "new"},
-                        report=(tmp_path / "m.json", {"run": "new"}))
+                        report=(tmp_path / "m.json", report("new")))
     assert load_checkpoint(out, "adder")["metrics"] == {"run": "new"}
-    assert json.loads((tmp_path / "m.json").read_text()) == {"run": "new"} and leftovers(tmp_path) == []
+    assert json.loads((tmp_path / "m.json").read_text()) == report("new") and leftovers(tmp_path) == []
 
 
 def spawned_workers(pid: int) -> list[int]:
@@ -207,7 +212,8 @@ def alive(pid: int) -> bool:
 def test_ctrl_c_to_the_process_group_stops_train_sortedness_and_its_workers(tmp_path):
     out = tmp_path / "out"
     (out).mkdir()
-    (out / "sortedness-alibi.pt").write_bytes(b"previous")
+    previous = (DATA / "sortedness-alibi.pt").read_bytes()  # the kit's own: it may be replaced (not by Ctrl-C)
+    (out / "sortedness-alibi.pt").write_bytes(previous)
     proc = subprocess.Popen([sys.executable, "-m", "attnkit", "train", "sortedness", "--out", str(out)], cwd=ROOT,
                             env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
@@ -239,7 +245,7 @@ def test_ctrl_c_to_the_process_group_stops_train_sortedness_and_its_workers(tmp_
     assert "interrupted: nothing new was written" in err
     assert not any(alive(w) for w in workers)
     assert sorted(p.name for p in out.iterdir()) == ["sortedness-alibi.pt"]
-    assert (out / "sortedness-alibi.pt").read_bytes() == b"previous"
+    assert (out / "sortedness-alibi.pt").read_bytes() == previous
 
 
 def test_an_interrupted_sequential_experiment_writes_nothing(tmp_path, monkeypatch):
@@ -396,8 +402,9 @@ def test_every_committed_file_serialises_to_the_same_bytes():
 
 @pytest.mark.parametrize("flip", ["reverse_output", "zero_pad"])
 def test_a_flipped_config_flag_is_caught_by_the_answer_check(tmp_path, payload, flip):
-    path = write_adder(tmp_path / "a.pt", payload, **{flip: not payload["config"][flip]})
-    with pytest.raises(ValueError, match="does not fit the weights"):
+    was = payload["config"][flip]
+    path = write_adder(tmp_path / "a.pt", payload, **{flip: not was})
+    with pytest.raises(ValueError, match=f"config says {flip}={not was}, but the weights were trained with {flip}={was}"):
         Adder.load(path, device="cpu")
 
 

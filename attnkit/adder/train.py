@@ -7,6 +7,8 @@ marked "interrupted" in its metrics, and loading it warns.
 """
 from __future__ import annotations
 
+import os
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -18,7 +20,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from ..core.checkpoint import save_checkpoint
-from ..core.outputs import check_output_file
+from ..core.outputs import check_output_file, check_replaceable
 from ..core.runtime import TrainResult, adamw, warmup_cosine
 from .data import PAD, ProblemSampler, encode_sources, encode_targets, load_test_set, make_test_set, problem_keys
 from .evaluate import evaluate, greedy_correct
@@ -51,15 +53,25 @@ def interrupted_path(out_path: Path) -> Path:
     return out_path.with_name(f"{out_path.stem}.interrupted{out_path.suffix}")
 
 
+SAVE_SPACE = 16 << 20  # bytes free needed to save: a checkpoint (~1 MB), its report, temporaries, a side file
+
+
 def check_out_path(out_path: Path) -> Path:
     """ValueError/TypeError before training when the checkpoint, its report (.json) or the side
-    file of an interruption could not be written."""
-    out_path = check_output_file(out_path, ".pt", "checkpoint path")
-    for sibling in (out_path.with_suffix(".json"), interrupted_path(out_path),
-                    interrupted_path(out_path).with_suffix(".json")):
-        if sibling.exists() and not sibling.is_file():
-            raise ValueError(f"cannot write {sibling} beside the checkpoint: it is not a regular file")
+    file of an interruption could not be written, when one of them exists and is not the kit's
+    own file of that kind (a package.json beside --out package.pt stays), or the disk is full."""
+    out_path = check_output_file(out_path, ".pt", "checkpoint path", kind="checkpoint", needed=SAVE_SPACE)
+    side = interrupted_path(out_path)
+    for sibling, kind in ((out_path.with_suffix(".json"), "report"), (side, "checkpoint"),
+                          (side.with_suffix(".json"), "report")):
+        check_replaceable(sibling, kind, f"{sibling.name} beside the checkpoint:")
     return out_path
+
+
+def rescue_path(out_path: Path) -> Path:
+    """Where a trained model goes when its own folder cannot take it (a full disk, a folder made
+    read-only meanwhile): the system's temporary folder."""
+    return Path(tempfile.gettempdir()) / f"attnkit-rescued-{os.getpid()}-{Path(out_path).name}"
 
 
 def train_adder(
@@ -121,13 +133,34 @@ def train_adder(
         model.load_state_dict(best_state)
     result.seconds = time.perf_counter() - start
     if out_path is not None and isinstance(model, Seq2SeqTransformer):
-        metrics = evaluate(model, test_a, test_b)
+        try:
+            metrics = evaluate(model, test_a, test_b)
+        except KeyboardInterrupt:  # a finished (or interrupted) model is kept, measured on what we have
+            result.interrupted = True
+            metrics = {"exact_match": max(best_acc, 0.0), "exact_match_on": "validation set (the test "
+                       "evaluation was interrupted)" if best_acc >= 0 else "nothing (interrupted before any check)"}
         metrics.update(steps=result.steps, interrupted=result.interrupted)
         path = interrupted_path(out_path) if result.interrupted else out_path
         report = {"model_config": asdict(model_cfg), "train_config": asdict(train_cfg),
                   "test_metrics": metrics, "history": result.history}
-        # One unit: the report is renamed first and the checkpoint last (core/checkpoint.py).
-        save_checkpoint(path, "adder", asdict(model_cfg), model.state_dict(), metrics,
-                        report=(path.with_suffix(".json"), report))
-        result.saved_to, result.metrics = path, metrics
+        result.saved_to, result.metrics = _save(path, model, model_cfg, metrics, report), metrics
     return result
+
+
+def _save(path: Path, model: Seq2SeqTransformer, model_cfg: Seq2SeqConfig, metrics: dict, report: dict) -> Path:
+    """Save the checkpoint and its report as one unit (the report renamed first, the checkpoint
+    last: core/journal.py). When that fails (a full disk), the model goes to rescue_path instead
+    and the OSError says where; it is lost only when that fails too."""
+    args = ("adder", asdict(model_cfg), model.state_dict(), metrics)
+    try:
+        save_checkpoint(path, *args, report=(path.with_suffix(".json"), report))
+        return path
+    except OSError as e:
+        rescue = rescue_path(path)
+        try:
+            save_checkpoint(rescue, *args, report=(rescue.with_suffix(".json"), report))
+        except OSError as e2:
+            raise OSError(e.errno, f"could not save the trained model to {path} ({e.strerror or e}), nor to "
+                                   f"{rescue} ({e2.strerror or e2}): it is lost") from e
+        raise OSError(e.errno, f"could not save the trained model to {path} ({e.strerror or e}); it was kept "
+                               f"in {rescue} (and its report beside it): move it where it belongs") from e

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import glob
+import hashlib
 import io
 import json
 import math
 import os
+import secrets
+import stat
 import sys
-import tempfile
 import typing
 import warnings
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from ..resources import data_dir
+from . import journal
 
 FORMAT_VERSION = 1
 # the committed checkpoints and results; ATTNKIT_DATA_DIR points elsewhere (tests swap in broken models)
@@ -25,88 +27,31 @@ DATA_DIR = data_dir()
 
 
 def atomic_write(path: Path, write) -> None:
-    """Call write(tmp_path), then rename over `path`: readers never see half a file."""
+    """Call write(tmp_path), then rename over `path`: readers never see half a file. The
+    temporary is created first (mode 0o666 less the umask) and write() fills it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+    tmp = journal.temporary(path, secrets.token_hex(8))
     try:
+        journal.create_new(tmp, b"", sync=False)
         write(tmp)
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a committed data file is world-readable
         os.replace(tmp, path)
     finally:
-        if os.path.exists(tmp):
+        if os.path.lexists(tmp):
             os.remove(tmp)
 
 
-# Saving several files as one unit (a checkpoint and its report) -------------------------------
-# Each file is written in full to a temporary file beside it; then a small journal listing the
-# renames is put in place (the commit point) and the renames are done, the primary file last.
-# A kill before the journal exists leaves every old file as it was (the orphaned temporaries are
-# removed by the next save); a kill after it is rolled forward by the next load or save. So no kill
-# leaves a new .pt beside an old .json. One writer per path: two processes saving the same file
-# at once are not supported (each would remove the other's temporaries).
-
-def _journal(primary: Path) -> Path:
-    return primary.parent / f".{primary.name}.commit"
-
-
-def _roll_forward(journal: Path) -> None:
-    """Finish the renames a journal lists (those already done are skipped), then drop it."""
-    try:
-        renames = json.loads(journal.read_text())
-    except (OSError, ValueError):
-        renames = []  # unreadable: the journal is written atomically, so this is another program's file
-    for tmp, final in renames:
-        try:
-            os.replace(tmp, final)
-        except FileNotFoundError:
-            pass  # renamed already, before the kill
-    journal.unlink(missing_ok=True)
+# Saving several files as one unit (a checkpoint and its report): core/journal.py.
+write_together = journal.write_together
+JournalRefused = journal.JournalRefused
 
 
 def finish_interrupted_save(primary: Path) -> bool:
-    """Roll forward a save of `primary` that was killed between its renames; True if there was one."""
-    journal = _journal(Path(primary))
-    if not journal.exists():
-        return False
-    _roll_forward(journal)
-    return True
-
-
-def _remove_orphans(path: Path) -> None:
-    """Temporaries of `path` left by a killed save (before its commit point)."""
-    for orphan in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
-        orphan.unlink(missing_ok=True)
-
-
-def write_together(files: list[tuple[Path, bytes]]) -> None:
-    """Write every (path, bytes) as one unit: all new or all old, whatever kills the process.
-    The last file is the primary one (the checkpoint), renamed last."""
-    files = [(Path(p), data) for p, data in files]
-    primary = files[-1][0]
-    finish_interrupted_save(primary)
-    for path, _ in files:
-        _remove_orphans(path)
-    journal, tmps = _journal(primary), []
-    try:
-        for path, data in files:
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            tmps.append(tmp)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())  # on disk before the journal says "rename it"
-            os.chmod(tmp, 0o644)  # mkstemp creates 0600; a committed data file is world-readable
-        renames = [[tmp, str(path)] for tmp, (path, _) in zip(tmps, files)]
-        atomic_write(journal, lambda t: Path(t).write_text(json.dumps(renames)))  # the commit point
-        _roll_forward(journal)
-    finally:
-        if journal.exists():   # interrupted after the commit point: finish, never half-undo
-            _roll_forward(journal)
-        for tmp in tmps:       # interrupted before it: the old files stay, the new ones go
-            if os.path.exists(tmp):
-                os.remove(tmp)
+    """Roll forward a save of `primary` that was killed between its renames; True if there was one.
+    JournalRefused for a journal attnkit did not write (nothing is renamed)."""
+    primary = Path(primary)
+    with journal.folder_lock(primary.parent):
+        return journal.roll_forward(primary)
 
 
 def json_bytes(obj: Any) -> bytes:
@@ -130,11 +75,42 @@ def _interned(obj: Any) -> Any:
     return obj
 
 
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _canonical(obj: Any) -> bytes:
+    """One byte string per structure: keys tagged with their type (32 and "32" differ) and sorted."""
+    def tagged(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {f"{type(k).__name__}:{k}": tagged(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [tagged(v) for v in x]
+        return x
+    return json.dumps(tagged(obj), sort_keys=True, separators=(",", ":"), default=repr).encode()
+
+
+def _tensor_digest(t: torch.Tensor) -> str:
+    t = t.detach().cpu().contiguous()
+    raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+    return _digest(f"{t.dtype}{tuple(t.shape)}".encode() + raw)
+
+
+def checksum(config: dict, state_dict: dict, metrics: dict) -> dict:
+    """SHA-256 of the config, of the metrics and of each weight (its dtype, shape and bytes):
+    separate, so that a mismatch can say which part was changed."""
+    return {"config": _digest(_canonical(config)), "metrics": _digest(_canonical(metrics)),
+            "weights": {name: _tensor_digest(v) if isinstance(v, torch.Tensor) else "not a tensor"
+                        for name, v in state_dict.items()}}
+
+
 def checkpoint_bytes(kind: str, config: dict, state_dict: dict, metrics: dict) -> bytes:
     """The archive, built in memory: byte for byte the same whenever the payload is the same
-    (torch.save names its inner folder after the file, and a temporary file's name is random)."""
+    (torch.save names its inner folder after the file, and a temporary file's name is random).
+    It carries a checksum of config, metrics and weights, verified on load."""
     payload = {"format_version": FORMAT_VERSION, "kind": kind, "config": _interned(config),
-               "state_dict": {sys.intern(k): v for k, v in state_dict.items()}, "metrics": _interned(metrics)}
+               "state_dict": {sys.intern(k): v for k, v in state_dict.items()}, "metrics": _interned(metrics),
+               "checksum": _interned(checksum(config, state_dict, metrics))}
     buffer = io.BytesIO()
     torch.save(payload, buffer)
     return buffer.getvalue()
@@ -151,31 +127,82 @@ class CheckpointWarning(UserWarning):
     """A checkpoint that loads but should not be trusted as is (interrupted, below target)."""
 
 
-def load_checkpoint(path: Path, kind: str) -> dict:
-    """The checkpoint's dict; ValueError if it is missing a part, corrupt or of another kind."""
-    path = Path(path)
-    if _journal(path).exists():
-        try:
-            finish_interrupted_save(path)
-        except OSError as e:  # e.g. a read-only folder: the old checkpoint is still whole
-            warnings.warn(f"a save of {path} was interrupted and cannot be finished ({e}); "
-                          "loading the previous checkpoint", CheckpointWarning, stacklevel=2)
-    if not path.exists():
-        raise FileNotFoundError(f"no checkpoint at {path}")
-    if path.is_dir():
+def _read_payload(path: Path) -> dict:
+    """The archive's dict, read without running pickled code; ValueError for anything else."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no checkpoint at {path}") from None
+    if stat.S_ISDIR(mode):
         raise ValueError(f"{path} is a directory, not a checkpoint file")
+    if not stat.S_ISREG(mode):  # a named pipe would block the read forever, a device never end
+        raise ValueError(f"{path} is not a regular file (a named pipe, socket or device): not a checkpoint")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # truncated, not a zip, or holds non-tensor objects
         raise ValueError(f"checkpoint {path} is corrupt or not an attnkit checkpoint: {e}") from e
     if not isinstance(payload, dict) or payload.get("format_version") != FORMAT_VERSION:
         raise ValueError(f"checkpoint {path} is not an attnkit checkpoint (format {FORMAT_VERSION})")
+    return payload
+
+
+def verify_checksum(payload: dict, path: Path) -> None:
+    """ValueError naming what changed since the file was saved: its config, metrics or a weight."""
+    stored = payload.get("checksum")
+    if stored is None:
+        raise ValueError(f"checkpoint {path} has no checksum: it was saved by an older attnkit or edited. "
+                         f"If you trust it, re-save it: python -m attnkit.core.checkpoint {path}")
+    if not (isinstance(stored, dict) and isinstance(stored.get("weights"), dict)):
+        raise ValueError(f"checkpoint {path}: its checksum is malformed (the file was edited)")
+    now = checksum(payload["config"], payload["state_dict"], payload["metrics"])
+    for part in ("config", "metrics"):
+        if stored.get(part) != now[part]:
+            raise ValueError(f"checkpoint {path}: its {part} was changed after it was saved "
+                             f"(checksum mismatch); the file cannot be trusted")
+    if set(stored["weights"]) != set(now["weights"]):
+        diff = sorted(set(stored["weights"]) ^ set(now["weights"]))[:3]
+        raise ValueError(f"checkpoint {path}: weights were added or removed after it was saved ({diff})")
+    changed = [name for name in now["weights"] if stored["weights"][name] != now["weights"][name]]
+    if changed:
+        raise ValueError(f"checkpoint {path}: weight {changed[0]!r} was changed after it was saved (checksum "
+                         f"mismatch{f', and {len(changed) - 1} more' if len(changed) > 1 else ''}); "
+                         "the file is damaged or edited")
+
+
+def load_checkpoint(path: Path, kind: str) -> dict:
+    """The checkpoint's dict; ValueError if it is missing a part, corrupt, edited (its checksum)
+    or of another kind. A save of it that was killed between renames is finished first."""
+    path = Path(path)
+    if os.path.lexists(journal.journal_path(path)):
+        try:
+            finish_interrupted_save(path)
+        except JournalRefused as e:
+            warnings.warn(f"{e}: it was ignored (nothing renamed); delete it if you do not know where "
+                          "it came from", CheckpointWarning, stacklevel=2)
+        except OSError as e:  # e.g. a read-only folder: the old checkpoint is still whole
+            warnings.warn(f"a save of {path} was interrupted and cannot be finished ({e}); "
+                          "loading the previous checkpoint", CheckpointWarning, stacklevel=2)
+    payload = _read_payload(path)
     if payload.get("kind") != kind:
         raise ValueError(f"checkpoint {path} holds a {payload.get('kind')!r} model, not {kind!r}")
     for key, typ in (("config", dict), ("state_dict", dict), ("metrics", dict)):
         if not isinstance(payload.get(key), typ):
             raise ValueError(f"checkpoint {path} has no {key!r} dict (found {type(payload.get(key)).__name__})")
+    verify_checksum(payload, path)
     return payload
+
+
+def resave(path: Path) -> None:
+    """Re-save a trusted checkpoint of an older attnkit with a checksum: the same kind, config,
+    weights (byte for byte) and metrics. Refuses a file whose checksum is there and wrong."""
+    path = Path(path)
+    payload = _read_payload(path)
+    if "checksum" in payload:
+        verify_checksum(payload, path)
+    parts = [payload.get(key) for key in ("kind", "config", "state_dict", "metrics")]
+    if not isinstance(parts[0], str) or not all(isinstance(p, dict) for p in parts[1:]):
+        raise ValueError(f"checkpoint {path} lacks a kind, config, state_dict or metrics")
+    write_together([(path, checkpoint_bytes(*parts))])
 
 
 def config_from(cls, raw: dict, path: Path, problems: Callable[[Any], list[str]] = lambda cfg: []):
@@ -258,3 +285,9 @@ def check_metrics(metrics: dict, path: Path, target: Optional[float] = None) -> 
     if target is not None and isinstance(score, (int, float)) and score < target:
         warnings.warn(f"checkpoint {path} scored {score:.4f} exact match on its test set, below the "
                       f"target {target}: its answers are often wrong", CheckpointWarning, stacklevel=3)
+
+
+if __name__ == "__main__":  # python -m attnkit.core.checkpoint FILE.pt ...: add checksums
+    for name in sys.argv[1:]:
+        resave(Path(name))
+        print(f"re-saved {name} with a checksum")

@@ -24,6 +24,7 @@ in one thread never changes what another thread's evaluation sees.
 from __future__ import annotations
 
 import threading
+import warnings
 import weakref
 from contextlib import contextmanager
 from typing import Callable, Iterable, Iterator, Mapping, Optional, Sequence
@@ -42,9 +43,10 @@ class HookPoint(nn.Module):
         self.name = ""
         self.fns: list[HookFn] = []
 
-    def add(self, fn: HookFn) -> Callable[[], None]:
-        """Attach `fn`; returns the function that detaches exactly this attachment."""
-        entry = (fn,)  # a fresh tuple: the same fn attached twice is removed one at a time
+    def add(self, fn: HookFn, lock: Optional[threading.RLock] = None) -> Callable[[], None]:
+        """Attach `fn`; returns the function that detaches exactly this attachment. `lock`: the
+        model's lock, held by whoever attached it (another thread passing here waits for it)."""
+        entry = (fn, lock)  # a fresh tuple: the same fn attached twice is removed one at a time
         self.fns.append(entry)
 
         def remove() -> None:
@@ -62,11 +64,46 @@ class HookPoint(nn.Module):
             remove()
 
     def forward(self, x: Tensor) -> Tensor:
-        for (fn,) in tuple(self.fns):
+        fns = tuple(self.fns)
+        if not fns:
+            return x
+        lock = next((lock for _, lock in fns if lock is not None), None)
+        if lock is None:
+            return self._run(fns, x)
+        # Hooks another thread attached: wait until its block ends (they are gone by then), so
+        # a pass through model.encode or a submodule never sees another thread's ablation.
+        with lock:
+            return self._run(tuple(self.fns), x)
+
+    def _run(self, fns, x: Tensor) -> Tensor:
+        for fn, _ in fns:
             out = fn(x, self)
             if out is not None:
-                x = out
+                x = checked_replacement(x, out, fn, self.name)
         return x
+
+
+class HookWarning(UserWarning):
+    """A hook made an activation NaN or infinite: what follows is meaningless."""
+
+
+def checked_replacement(x: Tensor, out, fn, name: str) -> Tensor:
+    """A hook's return value, if it can stand in for the activation: a tensor of the same shape,
+    dtype and device (broadcasting a wrong shape would silently change every answer); warns when
+    it holds NaN or infinity where the activation did not."""
+    who = f"hook {getattr(fn, '__name__', repr(fn))!r} on {name or 'a hook point'}"
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{who} returned {type(out).__name__} {out!r:.40}: a hook returns None (keep the "
+                        f"activation) or a tensor of its shape {tuple(x.shape)}")
+    if out.shape != x.shape or out.dtype != x.dtype or out.device != x.device:
+        raise ValueError(f"{who} returned a {tuple(out.shape)} {out.dtype} tensor on {out.device}; the "
+                         f"activation is {tuple(x.shape)} {x.dtype} on {x.device}, and its replacement must be too")
+    if out.is_floating_point():
+        new_bad = ~torch.isfinite(out) & torch.isfinite(x)
+        if bool(new_bad.any()):
+            warnings.warn(f"{who} put NaN or infinite values in {int(new_bad.sum())} of {out.numel()} entries: "
+                          "the model's output after it is meaningless", HookWarning, stacklevel=4)
+    return out
 
 
 _LOCKS: "weakref.WeakKeyDictionary[nn.Module, threading.RLock]" = weakref.WeakKeyDictionary()
@@ -125,7 +162,7 @@ class HookedModel:
         removers = []
         try:
             for name, fn in hooks:
-                removers.append(points[name].add(fn))
+                removers.append(points[name].add(fn, lock))
             yield self
         finally:
             for remove in reversed(removers):

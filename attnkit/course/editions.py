@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import copy
 import os
-import tempfile
+import secrets
+import signal
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import nbformat
 
@@ -115,7 +118,10 @@ def write_edition(source_dir, out_dir, edition: str = "student", force: bool = F
     written: a learner's work there is never overwritten by accident. A file that differs stops
     everything with a ValueError, or with `keep_changed` is kept as it is (and listed in `kept`),
     so that a course update reaches every notebook the learner has not touched. All files are
-    checked (and every notebook converted) before the first is written; each is written atomically.
+    checked (and every notebook converted) before the first is written. All or nothing: every
+    notebook goes to a temporary first, then all are renamed with Ctrl-C, SIGTERM and SIGHUP held
+    back (a few microseconds), so a signal leaves either the old files or the whole edition, and
+    no temporary. Files get mode 0o666 less the umask (a course group can read them).
     """
     source_dir, out_dir = Path(source_dir), Path(out_dir)
     sources = sorted(source_dir.glob("[0-9][0-9]_*.ipynb"))
@@ -146,13 +152,45 @@ def write_edition(source_dir, out_dir, edition: str = "student", force: bool = F
                              "choose another folder, pass --keep-changed to keep it, or --force to overwrite it")
         editions[target] = text
     out_dir.mkdir(parents=True, exist_ok=True)
-    for target, text in editions.items():
-        fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{target.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
+    token, renames = secrets.token_hex(8), []
+    try:
+        for target, text in editions.items():
+            tmp = out_dir / f".{target.name}.{token}.tmp"
+            renames.append((tmp, target))
+            with open(tmp, "x", encoding="utf-8") as f:  # "x": created new, mode 0o666 less the umask
                 f.write(text)
-            os.replace(tmp, target)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        with signals_held():
+            for tmp, target in renames:
+                os.replace(tmp, target)
+    finally:
+        for tmp, _ in renames:
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
     return list(editions), kept
+
+
+class EditionWritten(KeyboardInterrupt):
+    """A signal that arrived while the edition's files were renamed: delivered after the last
+    rename, so the edition is complete."""
+
+
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP held back inside the block and delivered after it (as
+    EditionWritten); where signals cannot be blocked (Windows, a thread), the block runs as is."""
+    try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    except (AttributeError, ValueError, OSError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        try:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+            _ = None  # a held signal's handler runs here, on the first instruction after the unblock
+        except KeyboardInterrupt:
+            raise EditionWritten() from None

@@ -18,7 +18,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..core.checkpoint import DATA_DIR, checkpoint_bytes, json_bytes, write_together
-from ..core.outputs import check_output_dir
+from ..core.outputs import check_free_space, check_output_dir, check_replaceable
 from ..core.positional import ENCODINGS
 from ..core.runtime import default_device
 from ..sortedness.data import NEGATIVES, TRAIN_LENGTHS, DataConfig, make_test_sets, make_train_set, make_val_set
@@ -46,23 +46,37 @@ def _train_and_evaluate(cfg: SortednessConfig, seed: int, train_set, val_set, te
     return evaluate_classifier(result.model, val_set, test_sets), asdict(train_cfg), {"state": state, "history": result.history}
 
 
-def _ignore_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+# Ctrl-C and a closed terminal reach the whole process group; the parent handles them for all.
+GROUP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGHUP") if hasattr(signal, name))
+
+
+def _start_worker(parent: int) -> None:
+    """A worker ignores the group's signals and ends itself within half a second when its parent
+    is gone (killed with -9, say): no run goes on training under PID 1."""
+    for sig in GROUP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+    threading.Thread(target=watch, daemon=True, name="attnkit-parent-watch").start()
 
 
 @contextmanager
 def _sigint_ignored() -> Iterator[None]:
-    """SIGINT ignored in this process inside the block (where signals can be set: the main thread).
-    A process started meanwhile inherits the ignoring, and Python keeps it (it installs its
-    KeyboardInterrupt handler only where SIGINT has its default action)."""
+    """SIGINT and SIGHUP ignored in this process inside the block (where signals can be set: the
+    main thread). A process started meanwhile inherits the ignoring, and Python keeps it (it
+    installs its KeyboardInterrupt handler only where SIGINT has its default action)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    before = {sig: signal.signal(sig, signal.SIG_IGN) for sig in GROUP_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, before)
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def _stop_now(pool, data_dir: Path, grace: float = 5.0) -> None:
@@ -79,6 +93,23 @@ def _stop_now(pool, data_dir: Path, grace: float = 5.0) -> None:
     timer = threading.Timer(grace, hard_exit)
     timer.daemon = True
     timer.start()
+
+
+SAVE_SPACE = 64 << 20  # bytes free needed to save: 21 checkpoints of ~0.35 MB, the results, temporaries
+
+
+def check_outputs(data_dir: Path, encodings: Sequence[str], seeds: Sequence[int], variants: bool) -> Path:
+    """ValueError naming the first output run_experiment could not write, before any training."""
+    data_dir = check_output_dir(data_dir)
+    check_free_space(data_dir, SAVE_SPACE, data_dir)
+    runs_folder = data_dir / RUNS_FOLDER
+    if os.path.lexists(runs_folder) and (runs_folder.is_symlink() or not runs_folder.is_dir()):
+        raise ValueError(f"{runs_folder} exists and is not a folder: the runs' checkpoints go there")
+    check_replaceable(data_dir / RESULTS_PATH.name, "report", "results file")
+    names = [(enc, seed) for enc in encodings for seed in seeds] + [(v, seeds[0]) for v in VARIANTS if variants]
+    for name, seed in names:
+        check_replaceable(run_path(name, seed, data_dir), "checkpoint", "checkpoint")
+    return data_dir
 
 
 def _run_job(job) -> tuple[int, tuple]:
@@ -103,9 +134,11 @@ def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = 
     `steps` and `data` shrink it for a quick trial run (the committed files use the defaults).
 
     Nothing is written until every run is done; then the checkpoints and the results file are
-    written as one unit. Ctrl-C stops the workers at once and writes nothing: the files in
-    `data_dir` stay as they were. `data_dir` is checked (a writable folder) before any work."""
-    data_dir = check_output_dir(data_dir)
+    written as one unit. Ctrl-C (SIGTERM, SIGHUP: python -m attnkit) stops the workers at once and
+    writes nothing: the files in `data_dir` stay as they were. Every output is checked before any
+    work: `data_dir` a writable folder with space, the results file and each checkpoint missing or
+    the kit's own of that kind, the runs folder a folder."""
+    data_dir = check_outputs(data_dir, encodings, seeds, variants)
     device = device or default_device()
     if workers is None:
         workers = 1 if device != "cpu" else max(1, min(os.cpu_count() or 1, 4))
@@ -141,7 +174,8 @@ def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = 
             # catches it and terminates them, instead of each worker dying with a traceback and a
             # pool that waits for every queued run before it lets go.
             with _sigint_ignored():  # inherited: a worker ignores Ctrl-C from its first instruction
-                pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_ignore_sigint)
+                pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_start_worker,
+                                                                 initargs=(os.getpid(),))
             try:
                 jobs = [(i, cfg, seed, shared) for i, (_, cfg, seed) in enumerate(runs)]
                 for i, outcome in pool.imap_unordered(_run_job, jobs):

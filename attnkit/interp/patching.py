@@ -41,12 +41,54 @@ class PatchSetup:
 
 def setup(model, clean, corrupted) -> PatchSetup:
     """An Adder with problems ("555+445", "555+444") or a sortedness classifier with two
-    equally long sequences."""
+    equally long sequences. ValueError for a bad input, and for two inputs the model cannot tell
+    apart (nothing to patch: every effect would be 0/0)."""
     if hasattr(model, "solve"):  # the adder
-        return _adder_setup(model, clean, corrupted)
-    if hasattr(model, "predict"):
-        return _classifier_setup(model, clean, corrupted)
-    raise TypeError(f"patching needs an Adder or a sortedness classifier, not {type(model).__name__}")
+        s = _adder_setup(model, clean, corrupted)
+    elif hasattr(model, "predict"):
+        s = _classifier_setup(model, clean, corrupted)
+    else:
+        raise TypeError(f"patching needs an Adder or a sortedness classifier, not {type(model).__name__}")
+    if all(torch.equal(a, b) for a, b in zip(s.clean, s.corrupted)):
+        raise ValueError(f"clean and corrupted are the same input ({clean!r}): there is no difference to patch")
+    return s
+
+
+def _gap(s: PatchSetup, m_clean: Tensor, m_corrupted: Tensor, what: str = "answer") -> None:
+    if float((m_clean - m_corrupted).sum()) == 0:
+        raise ValueError(f"the model gives the clean {what} the same log-probability on both inputs: "
+                         "there is no difference for a patch to restore; choose a pair it tells apart")
+
+
+def _rows_per_batch(s: PatchSetup) -> int:
+    """Patched rows per forward pass, so that their attention patterns stay within the classifier's
+    memory budget (a 300-token pair would otherwise need ~7 GB at once)."""
+    from ..sortedness.model import MEMORY_BUDGET, PATTERN_COPIES
+    n_pos = max(t.shape[-1] for t in s.clean)
+    heads = max((mod.n_heads for mod in s.model.attention_modules().values()), default=1)
+    return max(1, MEMORY_BUDGET // (PATTERN_COPIES * heads * 4 * n_pos ** 2) - 1)
+
+
+def _patched_rows(s: PatchSetup, hook_name: str, n_rows: int, put_rows) -> tuple[Tensor, Tensor]:
+    """(metric of patched row r, metric of its unpatched baseline), each (n_rows, outputs).
+    put_rows(rows) makes the hook that patches rows[i] into batch row i; every batch carries one
+    more row, left unpatched, as its own baseline (a batch of one rounds differently)."""
+    patched, base, step = [], [], _rows_per_batch(s)
+    for start in range(0, n_rows, step):
+        rows = torch.arange(start, min(n_rows, start + step))
+        inputs = [t.expand(len(rows) + 1, *t.shape[1:]) for t in s.corrupted]
+        per = s.metric(s.model.run_with_hooks(*inputs, hooks=[(hook_name, put_rows(rows))]))
+        patched.append(per[:-1])
+        base.append(per[-1:].expand(len(rows), -1))
+    return torch.cat(patched), torch.cat(base)
+
+
+def _index(value, name: str, size: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be a whole number, not {value!r}")
+    if not 0 <= value < size:
+        raise ValueError(f"{name} {value} is not one of this activation's {what} 0 … {size - 1}")
+    return int(value)
 
 
 def _adder_setup(adder, clean: str, corrupted: str) -> PatchSetup:
@@ -69,6 +111,8 @@ def _adder_setup(adder, clean: str, corrupted: str) -> PatchSetup:
 
 
 def _classifier_setup(model, clean: Sequence[int], corrupted: Sequence[int]) -> PatchSetup:
+    from ..sortedness.data import validate
+    clean, corrupted = validate([clean, corrupted], model.length_cap, "the classifier's length cap")
     if len(clean) != len(corrupted):
         raise ValueError(f"patching needs sequences of one length: clean has {len(clean)}, corrupted {len(corrupted)}")
     device = model_device(model)
@@ -79,11 +123,23 @@ def _classifier_setup(model, clean: Sequence[int], corrupted: Sequence[int]) -> 
 
 def _selector(activation: Tensor, head: Optional[int], positions: Positions) -> tuple:
     """Index of what to patch: per-head activations are (batch, heads, pos, ·), the rest (batch, pos, ·)."""
-    pos = slice(None) if positions is None else ([positions] if isinstance(positions, int) else list(positions))
-    if activation.dim() == 4:
-        return (slice(None), slice(None) if head is None else head, pos)
-    if head is not None:
+    heads = activation.dim() == 4
+    if head is not None and not heads:
         raise ValueError(f"this activation has shape {tuple(activation.shape)}: it has no heads to pick from")
+    if head is not None:
+        head = _index(head, "head", activation.shape[1], "heads")
+    n_pos = activation.shape[2 if heads else 1]
+    if positions is None:
+        pos = slice(None)
+    else:
+        if isinstance(positions, (str, bytes)) or not isinstance(positions, (int, np.integer, Sequence, np.ndarray)):
+            raise TypeError(f"positions must be a position, a list of positions or None, not {positions!r}")
+        listed = [positions] if isinstance(positions, (int, np.integer)) else list(positions)
+        if not listed:
+            raise ValueError("positions is empty: give at least one position, or None for all")
+        pos = [_index(p, "position", n_pos, "positions") for p in listed]
+    if heads:
+        return (slice(None), slice(None) if head is None else head, pos)
     return (slice(None), pos)
 
 
@@ -103,6 +159,10 @@ def patch(model, clean, corrupted, hook_name: str, head: Optional[int] = None, p
           source: str = "clean") -> float:
     """The normalised effect of patching `hook_name` (one head and/or some positions of it) from
     the `source` run ("clean", or "corrupted" as a sanity check: then it is 0) into the corrupted run."""
+    if source not in ("clean", "corrupted"):
+        raise ValueError(f"source must be 'clean' or 'corrupted', not {source!r}")
+    if not isinstance(hook_name, str):
+        raise TypeError(f"hook_name must be a hook point's name (str), not {hook_name!r}")
     s = setup(model, clean, corrupted)
     m = s.model
     _, cache = m.run_with_cache(*(s.clean if source == "clean" else s.corrupted), names=[hook_name])
@@ -115,6 +175,7 @@ def patch(model, clean, corrupted, hook_name: str, head: Optional[int] = None, p
         return x
 
     m_clean, m_corrupted = s.metric(m(*s.clean)).sum(), s.metric(m(*s.corrupted)).sum()
+    _gap(s, m_clean, m_corrupted)
     both = s.metric(m.run_with_hooks(*[t.expand(2, *t.shape[1:]) for t in s.corrupted], hooks=[(hook_name, put)]))
     return float((both[0].sum() - both[1].sum()) / (m_clean - m_corrupted))
 
@@ -129,9 +190,9 @@ class HeadPatching:
     labels: dict                       # position labels ("enc", "dec") and "out" (answer tokens)
 
     def strongest(self, n: int = 5) -> list[tuple[str, int, float]]:
-        """The n (head id, query position, effect) with the largest |effect|."""
+        """The n (head id, query position, effect) with the largest |effect| (NaN never ranks)."""
         rows = [(f"{name}.{h}", p, float(e[h, p])) for name, e in self.effect.items()
-                for h in range(e.shape[0]) for p in range(e.shape[1])]
+                for h in range(e.shape[0]) for p in range(e.shape[1]) if np.isfinite(e[h, p])]
         return sorted(rows, key=lambda r: -abs(r[2]))[:n]
 
     def per_head(self) -> dict[str, float]:
@@ -148,33 +209,36 @@ class HeadPatching:
 def patch_heads(model, clean, corrupted, modules: Optional[Sequence[str]] = None, min_gap: float = 1e-3) -> HeadPatching:
     """Patch every head's z at every query position, one at a time (one batch per module).
     `min_gap`: per-output effects are NaN where clean and corrupted differ by less than this."""
+    if isinstance(min_gap, bool) or not isinstance(min_gap, (int, float)) or not min_gap >= 0:
+        raise ValueError(f"min_gap must be a number ≥ 0, not {min_gap!r}")
     s = setup(model, clean, corrupted)
     m = s.model
-    modules = list(m.attention_modules()) if modules is None else list(modules)
+    known = list(m.attention_modules())
+    modules = known if modules is None else ([modules] if isinstance(modules, str) else list(modules))
+    unknown = [name for name in modules if name not in known]
+    if unknown or not modules:
+        raise ValueError(f"unknown attention module(s) {unknown or modules}; this model has {known}")
     _, cache = m.run_with_cache(*s.clean, names=[f"{name}.hook_z" for name in modules])
     m_clean, m_corrupted = s.metric(m(*s.clean))[0], s.metric(m(*s.corrupted))[0]  # (outputs,)
+    _gap(s, m_clean, m_corrupted)
     gap = m_clean - m_corrupted
     effect, by_output = {}, {}
     for name in modules:
         z_clean = cache[f"{name}.hook_z"]                       # (1, heads, q_pos, d_head)
         n_heads, n_pos = z_clean.shape[1], z_clean.shape[2]
-        rows = n_heads * n_pos
         head_of = torch.arange(n_heads).repeat_interleave(n_pos)  # row r patches head r // n_pos ...
         pos_of = torch.arange(n_pos).repeat(n_heads)              # ... at position r % n_pos
 
-        def put(z: Tensor, hook, z_clean=z_clean, head_of=head_of, pos_of=pos_of) -> Tensor:
-            z = z.clone()
-            r = torch.arange(len(head_of))
-            z[r, head_of, pos_of] = z_clean[0, head_of, pos_of]
-            return z
+        def put_rows(rows: Tensor, z_clean=z_clean, head_of=head_of, pos_of=pos_of):
+            def put(z: Tensor, hook) -> Tensor:
+                z = z.clone()
+                h, p = head_of[rows], pos_of[rows]
+                z[torch.arange(len(rows)), h, p] = z_clean[0, h, p]
+                return z
+            return put
 
-        # one more row, left unpatched: the corrupted baseline computed in the same batch, so that
-        # a patch that changes nothing gives exactly 0 (a batch of one rounds differently)
-        inputs = [t.expand(rows + 1, *t.shape[1:]) for t in s.corrupted]
-        per_out = s.metric(m.run_with_hooks(*inputs, hooks=[(f"{name}.hook_z", put)]))  # (rows + 1, outputs)
-        per_out, base = per_out[:-1], per_out[-1]
-        total = (per_out.sum(1) - base.sum()) / gap.sum()
-        effect[name] = total.reshape(n_heads, n_pos).cpu().numpy()
+        per_out, base = _patched_rows(s, f"{name}.hook_z", n_heads * n_pos, put_rows)  # (rows, outputs)
+        effect[name] = ((per_out.sum(1) - base.sum(1)) / gap.sum()).reshape(n_heads, n_pos).cpu().numpy()
         per = (per_out - base) / gap
         per[:, gap.abs() < min_gap] = float("nan")
         by_output[name] = per.reshape(n_heads, n_pos, -1).cpu().numpy()
@@ -193,23 +257,30 @@ def patch_residual(model, clean, corrupted, names: Optional[Sequence[str]] = Non
     m = s.model
     if names is None:
         names = [n for n in m.hook_names() if n.endswith("hook_resid_post")]
-    _, cache = m.run_with_cache(*s.clean, names=names)
+    names = [names] if isinstance(names, str) else list(names)
+    _, cache = m.run_with_cache(*s.clean, names=names)  # ValueError naming an unknown hook
+    n_out = s.metric(m(*s.clean)).shape[1]
+    if output is not None:
+        output = _index(output, "output", n_out, "answer tokens")
     pick = (lambda v: v.sum(1)) if output is None else (lambda v: v[:, output])
     m_clean, m_corrupted = pick(s.metric(m(*s.clean)))[0], pick(s.metric(m(*s.corrupted)))[0]
+    _gap(s, m_clean, m_corrupted, "answer" if output is None else f"answer token {output}")
     out = {}
     for name in names:
         value = cache[name]                                      # (1, pos, d_model)
-        n_pos = value.shape[1]
+        if value.dim() != 3:
+            raise ValueError(f"{name} has shape {tuple(value.shape)}: patch_residual patches (batch, pos, d_model) "
+                             "activations; per-head ones go to patch() or patch_heads()")
 
-        def put(x: Tensor, hook, value=value) -> Tensor:
-            x = x.clone()
-            r = torch.arange(x.shape[1])
-            x[r, r] = value[0, r]  # row r patches position r
-            return x
+        def put_rows(rows: Tensor, value=value):
+            def put(x: Tensor, hook) -> Tensor:
+                x = x.clone()
+                x[torch.arange(len(rows)), rows] = value[0, rows]  # batch row i patches position rows[i]
+                return x
+            return put
 
-        inputs = [t.expand(n_pos + 1, *t.shape[1:]) for t in s.corrupted]  # + an unpatched baseline row
-        per = pick(s.metric(m.run_with_hooks(*inputs, hooks=[(name, put)])))
-        out[name] = ((per[:-1] - per[-1]) / (m_clean - m_corrupted)).cpu().numpy()
+        per_out, base = _patched_rows(s, name, value.shape[1], put_rows)
+        out[name] = ((pick(per_out) - pick(base)) / (m_clean - m_corrupted)).cpu().numpy()
     return out
 
 

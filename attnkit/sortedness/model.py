@@ -85,8 +85,14 @@ class SortednessClassifier(HookedModel, nn.Module):
         return self.pos.max_len
 
     def forward(self, tokens: Tensor, pad: Optional[Tensor] = None) -> Tensor:
-        """tokens (batch, L) values 0–99, pad (batch, L) True = padding -> logits (batch,)."""
+        """tokens (batch, L) values 0–99, pad (batch, L) True = padding -> logits (batch,).
+        ValueError for L over length_cap: one cap for every entry point (forward, run_with_cache,
+        run_with_hooks, predict, patching), before any allocation."""
         n_pos = tokens.size(1)
+        if n_pos > self.length_cap:
+            limit = "its position table" if self.max_len else "the memory cap (see memory_length_cap)"
+            raise ValueError(f"sequences of {n_pos} tokens are longer than this classifier takes: "
+                             f"{self.length_cap}, set by {limit}")
         pad = torch.zeros_like(tokens, dtype=torch.bool) if pad is None else pad
         x = self.embed(tokens)                                   # (batch, L, d_model)
         if self.value_dir is not None:
