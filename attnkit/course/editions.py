@@ -179,18 +179,23 @@ STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SI
 
 @contextmanager
 def signals_held() -> Iterator[None]:
-    """Ctrl-C, SIGTERM and SIGHUP held back inside the block and delivered after it (as
-    EditionWritten); where signals cannot be blocked (Windows, a thread), the block runs as is."""
+    """Ctrl-C, SIGTERM and SIGHUP held back inside the block and delivered after it (a
+    KeyboardInterrupt becomes EditionWritten). Python-level handlers, not a thread's signal mask:
+    a process with other threads (a Jupyter kernel, a test worker) has the signal delivered to one
+    of them, which a mask on this thread does not hold. Outside the main thread the block runs as is."""
+    caught: list[int] = []
     try:
-        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    except (AttributeError, ValueError, OSError):
+        previous = {s: signal.signal(s, lambda number, frame: caught.append(number)) for s in STOP_SIGNALS}
+    except ValueError:  # not the main thread: handlers cannot be set
         yield
         return
     try:
         yield
     finally:
-        try:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-            _ = None  # a held signal's handler runs here, on the first instruction after the unblock
-        except KeyboardInterrupt:
-            raise EditionWritten() from None
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if caught:
+            try:
+                signal.raise_signal(caught[0])  # now handled as it would have been (the CLI's handlers)
+            except KeyboardInterrupt:
+                raise EditionWritten() from None
