@@ -170,7 +170,7 @@ def mini_notebook(middle=None, merge=MERGE):
 @pytest.mark.parametrize("middle, merge, merge_line", [
     ("import not_a_module", MERGE, "✅ merge_heads: passed"),   # an error in a cell: the rest still runs
     ("while True:\n    pass", MERGE, "not reached: cell 4 ran over the 20 s limit and was stopped"),
-    ("import os\nos._exit(1)", MERGE, "not reached: the kernel died in cell 4 (a crash, or out of memory)"),
+    ("import os\nos._exit(1)", MERGE, "not reached: the notebook's process died in cell 4 (a crash, or out of memory)"),
     (None, MERGE + "\n)", "the check cell raised NameError: name 'my_merge_heads' is not defined (the first "
                           "error before it: cell 4, SyntaxError"),
 ], ids=["import", "loop", "kernel-death", "syntax-error"])

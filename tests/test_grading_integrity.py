@@ -1,0 +1,77 @@
+"""A submission cannot change its own grade: each attack the issue found (and a few more) runs in a
+planted notebook whose answer is wrong; the grader must never pass it, and a tampering attempt
+gets its own row message."""
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+from attnkit.course.grading import grade_notebook
+
+WRONG = "def my_causal_mask(n_pos):\n    return torch.ones(n_pos, n_pos, dtype=torch.bool).triu()"
+RIGHT = "def my_causal_mask(n_pos):\n    return torch.ones(n_pos, n_pos, dtype=torch.bool).tril()"
+FAKE = "✅ causal_mask: passed — matches the reference for 1, 4, 7 and 13 positions"
+
+
+def notebook(*cells, check="checks.check_causal_mask(my_causal_mask);"):
+    cell = nbformat.v4.new_code_cell
+    return nbformat.v4.new_notebook(cells=[
+        cell("import torch\nfrom attnkit.ui import checks"), *map(cell, cells),
+        cell(check, metadata={"tags": ["check"], "attnkit": {"exercise": "mask"}})])
+
+
+def grade(tmp_path, nb):
+    path = tmp_path / "submission.ipynb"
+    nbformat.write(nb, path)
+    [row] = grade_notebook(path, cell_timeout=60)
+    return row
+
+
+ATTACKS = {
+    "checker replaced": f"checks.check_causal_mask = lambda f: print({FAKE!r}) or True",
+    "inner checker's code": "checks.check_causal_mask.__wrapped__.__code__ = (lambda fn: 'passed').__code__",
+    "comparison's code": "from attnkit.ui import checking\nchecking.close.__code__ = (lambda a, b: True).__code__",
+    "builtins.print": ("import builtins\n_print = builtins.print\n"
+                       f"builtins.print = lambda *a, **k: _print({FAKE!r}, **k)"),
+    "sys.modules": ("import sys, types\nfake = types.ModuleType('attnkit.ui.checks')\n"
+                    f"fake.check_causal_mask = lambda f: print({FAKE!r}) or True\n"
+                    "sys.modules['attnkit.ui.checks'] = fake"),
+    "reference's code": ("import attnkit.core.attention as A\n"
+                         "A.causal_mask.__code__ = (lambda n_pos, device=None: "
+                         "torch.ones(n_pos, n_pos, dtype=torch.bool).triu()).__code__"),
+    "torch.equal": "torch.equal = lambda a, b: True\ntorch.allclose = lambda *a, **k: True",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attack", ATTACKS.values(), ids=ATTACKS.keys())
+def test_tampering_with_the_checking_code_fails_the_row_and_says_so(tmp_path, attack):
+    row = grade(tmp_path, notebook(WRONG, attack))
+    assert not row.passed and row.line.startswith("checker replaced by the submission"), row
+
+
+# What only changes what a cell prints: the grade never reads it.
+STDOUT = ("import sys\nclass Rewrite:\n    def __init__(self, s): self.s = s\n"
+               "    def write(self, t): return self.s.write(t.replace('❌', '✅'))\n"
+               "    def flush(self): self.s.flush()\nsys.stdout = Rewrite(sys.stdout)")
+
+
+@pytest.mark.slow
+def test_a_hook_printing_a_pass_a_rewritten_stdout_and_an_edited_check_cell_change_nothing(tmp_path):
+    hook = f"get_ipython().events.register('post_run_cell', lambda result: print({FAKE!r}))\n" + STDOUT
+    row = grade(tmp_path, notebook(WRONG, hook, check=f"print({FAKE!r})"))
+    assert not row.passed and row.line.startswith("the check cell calls no attnkit checker") or \
+        row.line.startswith("the check cell is not a check"), row
+    row = grade(tmp_path, notebook(WRONG, hook))
+    assert not row.passed and row.line.startswith("❌ causal_mask: upper triangle"), row
+    row = grade(tmp_path, notebook(RIGHT, hook))     # an honest answer still passes
+    assert row.passed and row.line == FAKE, row
+
+
+@pytest.mark.slow
+def test_a_result_written_by_the_submission_is_caught(tmp_path):
+    forge = ("import os, json\nfor fd in range(3, 20):\n    try:\n"
+             "        os.write(fd, (json.dumps({'exercise': 'mask', 'passed': True, 'line': 'x'}) + '\\n').encode())\n"
+             "    except OSError:\n        pass")
+    row = grade(tmp_path, notebook(WRONG, forge))
+    assert not row.passed and "written twice" in row.line, row
