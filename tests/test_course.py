@@ -136,8 +136,9 @@ def test_grading_planted_mistakes_gives_exactly_the_expected_rows(tmp_path):
     assert rows_of(path) == {
         "01-causal-mask": (False, "❌ causal_mask: upper triangle: position i would see the positions after "
                                   "it; keep the lower triangle (tril)"),
-        "01-attention": (True, "✅ scaled_dot_product_attention: passed — matches attnkit's reference on 4-D, "
-                               "2-D and batch-1 inputs, with no mask, a mask and a fully masked row (zeros, no NaN)"),
+        "01-attention": (False, "❌ scaled_dot_product_attention: your code calls the kit's own "
+                                "scaled_dot_product_attention (scaled_dot_product_attention): the exercise is to "
+                                "write it yourself"),
         "01-split-heads": (False, "❌ split_heads: wrong transpose: reshaping straight to (batch, heads, pos, "
                                   "d_head) mixes positions into heads; view as (batch, pos, heads, d_head), "
                                   "then transpose(1, 2)"),

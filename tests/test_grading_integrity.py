@@ -75,3 +75,30 @@ def test_a_result_written_by_the_submission_is_caught(tmp_path):
              "    except OSError:\n        pass")
     row = grade(tmp_path, notebook(WRONG, forge))
     assert not row.passed and "written twice" in row.line, row
+
+
+# ---------------------------------------------------------------- the kit's own answer
+
+USES_THE_KIT = {
+    "alias": ("my_causal_mask = causal_mask", "is the kit's own causal_mask"),
+    "partial": ("import functools\nmy_causal_mask = functools.partial(causal_mask)", "is the kit's own causal_mask"),
+    "lambda": ("my_causal_mask = lambda n: causal_mask(n)", "calls the kit's own causal_mask"),
+    "def through the package": ("import attnkit.core.attention as A\ndef my_causal_mask(n_pos):\n"
+                                "    return A.causal_mask(n_pos).clone()", "calls the kit's own causal_mask"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("answer, why", USES_THE_KIT.values(), ids=USES_THE_KIT.keys())
+def test_an_answer_that_is_or_calls_the_kits_reference_does_not_pass(tmp_path, answer, why):
+    row = grade(tmp_path, notebook("from attnkit.core.attention import causal_mask", answer))
+    assert not row.passed and row.line.startswith(f"❌ causal_mask: your answer {why}"
+                                                  if "is the" in why else f"❌ causal_mask: your code {why}"), row
+
+
+@pytest.mark.slow
+def test_a_rope_that_calls_the_kits_rotate_does_not_pass(tmp_path):
+    nb = notebook("from attnkit.core import positional as P\nfrom attnkit.ui import positional_checks",
+                  "def my_rotate(x):\n    return P.rotate(x)", check="positional_checks.check_rotate(my_rotate);")
+    row = grade(tmp_path, nb)
+    assert not row.passed and "calls the kit's own rotate" in row.line, row

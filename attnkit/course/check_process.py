@@ -199,10 +199,11 @@ class Grader:
         tampered = changes(self.before, snapshot())
         if tampered:
             return self.result(exercise, False, f"{TAMPERED}: {', '.join(tampered[:3])} changed during the check")
-        passed = line.startswith("✅")
-        if passed and reached:
-            return self.result(exercise, False, f"❌ {reached}", mistake="kit-reference")
-        self.result(exercise, passed, line)
+        passed = line.startswith("✅") and not reached
+        if reached:
+            self.result(exercise, False, f"❌ {reached}", mistake="kit-reference")
+        else:
+            self.result(exercise, passed, line)
         # The rest of the cell (what the notebook keeps of the result) runs as the learner's own code.
         self.run_cell(index, with_result(source, checker_name, passed))
 
