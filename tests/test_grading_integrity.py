@@ -102,3 +102,23 @@ def test_a_rope_that_calls_the_kits_rotate_does_not_pass(tmp_path):
                   "def my_rotate(x):\n    return P.rotate(x)", check="positional_checks.check_rotate(my_rotate);")
     row = grade(tmp_path, nb)
     assert not row.passed and "calls the kit's own rotate" in row.line, row
+
+
+# ---------------------------------------------------------------- the class's grading run
+
+@pytest.mark.slow
+def test_parallel_grading_on_an_ascii_terminal_leaves_no_process_of_a_submission(tmp_path):
+    import os
+    import subprocess
+    import sys
+    spawn = ("import subprocess, sys\np = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
+             "open('child.pid', 'w').write(str(p.pid))")
+    for name in ("a", "b"):
+        nbformat.write(notebook(RIGHT, spawn) if name == "a" else notebook(WRONG), tmp_path / f"{name}.ipynb")
+    done = subprocess.run([sys.executable, "-m", "attnkit", "grade", "a.ipynb", "b.ipynb", "--jobs", "2"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                          env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    assert done.returncode == 0, done.stderr
+    assert "a.ipynb: 1/1 exercises passed" in done.stdout and "b.ipynb: 0/1 exercises passed" in done.stdout
+    pid = int((tmp_path / "child.pid").read_text())
+    assert not os.path.exists(f"/proc/{pid}") or "zombie" in open(f"/proc/{pid}/status").read().lower()

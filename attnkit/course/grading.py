@@ -11,6 +11,7 @@ whose check cell was deleted is checked after the learner's last cell.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -20,6 +21,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,9 +92,13 @@ def run_checks(cells: list[dict], folder: Path, cell_timeout: float) -> tuple[di
     goes when it ends (the checking process leads a session of its own, killed as a group)."""
     read_end, write_end = os.pipe()
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "MPLBACKEND": "Agg"}
-    proc = subprocess.Popen([sys.executable, "-m", "attnkit.course.check_process", str(write_end)],
+    proc = _start([sys.executable, "-m", "attnkit.course.check_process", str(write_end)],
                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             cwd=folder, env=env, pass_fds=(write_end,), start_new_session=True)
+    if proc is None:
+        os.close(write_end)
+        os.close(read_end)
+        raise KeyboardInterrupt
     os.close(write_end)
     results, stopped, current, buffer = {}, None, -1, b""
     try:
@@ -129,12 +135,34 @@ def run_checks(cells: list[dict], folder: Path, cell_timeout: float) -> tuple[di
     return results, stopped, current
 
 
+_LIVE, _LOCK, _STOPPING = set(), threading.Lock(), threading.Event()
+
+
+def _start(*args, **kwargs):
+    """A checking process, remembered so that stop_all can end it from another thread (Ctrl-C)."""
+    with _LOCK:
+        if _STOPPING.is_set():
+            return None
+        proc = subprocess.Popen(*args, **kwargs)
+        _LIVE.add(proc)
+        return proc
+
+
+def stop_all() -> None:
+    """End every checking process and whatever it started; no new one starts."""
+    _STOPPING.set()
+    with _LOCK:
+        for proc in list(_LIVE):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
 def _kill_group(proc) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     proc.wait()
+    with _LOCK:
+        _LIVE.discard(proc)
 
 
 def grade_notebook(path, cell_timeout: float = 120, notebooks_dir: Path = NOTEBOOKS_DIR) -> list[Row]:
@@ -144,7 +172,12 @@ def grade_notebook(path, cell_timeout: float = 120, notebooks_dir: Path = NOTEBO
     try:
         nb = nbformat.read(path, as_version=4)
     except Exception as e:
-        return [Row(name, "(notebook)", False, f"could not read the notebook: {type(e).__name__}: {e}")]
+        # Every exercise the file could be for gets its row: no hole in the gradebook.
+        why = f"could not read the notebook: {type(e).__name__}: {e}".splitlines()[0]
+        source = course_notebook(path, nbformat.v4.new_notebook(), notebooks_dir)
+        sources = [source] if source else sorted(Path(notebooks_dir).glob("[0-9][0-9]_*.ipynb"))
+        exercises = [e for s in sources for e in exercise_ids(nbformat.read(s, as_version=4))]
+        return [Row(name, e, False, why) for e in exercises] or [Row(name, "(notebook)", False, why)]
     source = course_notebook(path, nb, notebooks_dir)
     course = nbformat.read(source, as_version=4) if source else None
     expected = _restore_checks(nb, course) if source else exercise_ids(nb)
@@ -177,11 +210,23 @@ def grade_notebook(path, cell_timeout: float = 120, notebooks_dir: Path = NOTEBO
     return rows
 
 
+HEADER = ["learner_file", "exercise", "passed", "line"]
+
+
+def read_csv(path) -> list[Row]:
+    """The rows of a grades table this grader wrote (ValueError for any other file: it is left alone)."""
+    with open(path, encoding="utf-8", newline="") as f:
+        table = list(csv.reader(f))
+    if not table or table[0] != HEADER:
+        raise ValueError(f"{path} exists and is not a grades table written by attnkit: choose another --csv")
+    return [Row(r[0], r[1], r[2] == "yes", r[3]) for r in table[1:] if len(r) == 4]
+
+
 def write_csv(rows: Iterable[Row], path) -> None:
     """All rows as CSV, written atomically (a grades file is never half written)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(["learner_file", "exercise", "passed", "line"])
+    writer.writerow(HEADER)
     for row in rows:
         writer.writerow([row.learner_file, row.exercise, "yes" if row.passed else "no", row.line])
     path = Path(path)
