@@ -80,7 +80,10 @@ def main(argv=None) -> None:
     grade.add_argument("notebooks", nargs="+", help="the submitted .ipynb files")
     grade.add_argument("--csv", default="grades.csv", help="the table to write (default grades.csv)")
     grade.add_argument("--cell-timeout", type=float, default=120,
-                       help="seconds a cell may run before the notebook is stopped (default 120)")
+                       help="seconds a cell may run before the notebook is stopped (default 120, at least 1)")
+    grade.add_argument("--jobs", type=int, default=1, help="notebooks graded at once (default 1; one per core)")
+    grade.add_argument("--regrade", action="store_true",
+                       help="grade again the notebooks already in --csv (by default a re-run skips them)")
     args = parser.parse_args(argv)
     if args.command != "grade":  # the grader handles its own signals (course/grading.py)
         handle_stop_signals()
@@ -168,24 +171,42 @@ def _student(parser, args) -> None:
 
 
 def _grade(parser, args) -> None:
+    import math
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+    from pathlib import Path
     from tqdm.auto import tqdm
     from .core.outputs import check_output_file
-    from .course.grading import grade_notebook, summary, write_csv
-    if args.cell_timeout <= 0:
-        parser.error(f"--cell-timeout must be positive, got {args.cell_timeout:g}")
+    from .course.grading import grade_notebook, read_csv, stop_all, summary, write_csv
+    if not math.isfinite(args.cell_timeout) or args.cell_timeout < 1:
+        parser.error(f"--cell-timeout must be a finite number of seconds, at least 1, got {args.cell_timeout:g}")
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
     try:  # checked before any notebook runs
         out = check_output_file(args.csv, ".csv", "--csv")
-    except (ValueError, TypeError) as e:
+        kept = read_csv(out) if Path(out).exists() else []
+    except (ValueError, TypeError, OSError) as e:
         parser.error(str(e))
-    rows = []
+    # A re-run resumes: files already in the table keep their rows unless --regrade.
+    todo = [n for n in dict.fromkeys(args.notebooks) if args.regrade or str(n) not in {r.learner_file for r in kept}]
+    rows = [r for r in kept if r.learner_file not in set(map(str, todo))]
+    if len(todo) < len(args.notebooks):
+        print(f"{len(args.notebooks) - len(todo)} notebook(s) already in {out} kept (--regrade grades them again)")
+    # Each notebook's rows are written as soon as it is graded (the table is replaced atomically).
+    pool = ThreadPoolExecutor(max_workers=args.jobs)
     try:
-        for notebook in tqdm(args.notebooks, desc="grading", unit="notebook"):
-            rows += grade_notebook(notebook, args.cell_timeout)
+        futures = {pool.submit(grade_notebook, n, args.cell_timeout): n for n in todo}
+        for future in tqdm(as_completed(futures), total=len(futures), desc="grading", unit="notebook"):
+            rows += future.result()
+            write_csv(rows, out)
     except KeyboardInterrupt:
-        print(f"\ninterrupted after {len({r.learner_file for r in rows})} of {len(args.notebooks)} notebooks: "
-              f"{out} was not written (it stayed as it was)", file=sys.stderr)
+        stop_all()
+        pool.shutdown(wait=True, cancel_futures=True)
+        print(f"\ninterrupted: {out} keeps the {len({r.learner_file for r in rows})} notebook(s) graded so far "
+              "(run the same command again to grade the rest)", file=sys.stderr)
         sys.exit(INTERRUPTED)
+    pool.shutdown()
     write_csv(rows, out)
+    sys.stdout.reconfigure(errors="replace")   # an ASCII-only terminal still gets the summary
     print(summary(rows))
     print(f"table: {out}")
 

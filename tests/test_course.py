@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from attnkit.course import editions
-from attnkit.course.editions import BEGIN, END, STUB, student_notebook, stub_source, write_student_edition
+from attnkit.course.editions import BEGIN, END, STUB, exercise_ids, student_notebook, stub_source, write_student_edition
 from attnkit.course.grading import NOTEBOOKS_DIR, grade_notebook, summary
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -136,8 +136,9 @@ def test_grading_planted_mistakes_gives_exactly_the_expected_rows(tmp_path):
     assert rows_of(path) == {
         "01-causal-mask": (False, "❌ causal_mask: upper triangle: position i would see the positions after "
                                   "it; keep the lower triangle (tril)"),
-        "01-attention": (True, "✅ scaled_dot_product_attention: passed — matches attnkit's reference on 4-D, "
-                               "2-D and batch-1 inputs, with no mask, a mask and a fully masked row (zeros, no NaN)"),
+        "01-attention": (False, "❌ scaled_dot_product_attention: your code calls the kit's own "
+                                "scaled_dot_product_attention (scaled_dot_product_attention): the exercise is to "
+                                "write it yourself"),
         "01-split-heads": (False, "❌ split_heads: wrong transpose: reshaping straight to (batch, heads, pos, "
                                   "d_head) mixes positions into heads; view as (batch, pos, heads, d_head), "
                                   "then transpose(1, 2)"),
@@ -170,7 +171,7 @@ def mini_notebook(middle=None, merge=MERGE):
 @pytest.mark.parametrize("middle, merge, merge_line", [
     ("import not_a_module", MERGE, "✅ merge_heads: passed"),   # an error in a cell: the rest still runs
     ("while True:\n    pass", MERGE, "not reached: cell 4 ran over the 20 s limit and was stopped"),
-    ("import os\nos._exit(1)", MERGE, "not reached: the kernel died in cell 4 (a crash, or out of memory)"),
+    ("import os\nos._exit(1)", MERGE, "not reached: the notebook's process died in cell 4 (a crash, or out of memory)"),
     (None, MERGE + "\n)", "the check cell raised NameError: name 'my_merge_heads' is not defined (the first "
                           "error before it: cell 4, SyntaxError"),
 ], ids=["import", "loop", "kernel-death", "syntax-error"])
@@ -194,11 +195,27 @@ def test_grade_command_writes_a_row_per_exercise_and_never_stops_at_a_bad_notebo
                            "--csv", str(out)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr
     rows = list(csv.DictReader(out.open(encoding="utf-8")))
+    # A file that is not a notebook: a failed row for every exercise of every course notebook it could be.
+    every = [e for nb in sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb")) for e in exercise_ids(read(nb))]
     assert [(Path(r["learner_file"]).name, r["exercise"], r["passed"]) for r in rows] == [
-        ("broken.ipynb", "(notebook)", "no"), ("good.ipynb", "mask", "yes"), ("good.ipynb", "merge", "yes"),
+        *[("broken.ipynb", e, "no") for e in every], ("good.ipynb", "mask", "yes"), ("good.ipynb", "merge", "yes"),
         ("plain.ipynb", "(notebook)", "no")]
-    assert rows[0]["line"].startswith("could not read the notebook") and "no exercises found" in rows[3]["line"]
-    assert "good.ipynb: 2/2 exercises passed" in done.stdout and "total: 2/4 exercises passed in 3 notebook(s)" in done.stdout
+    assert all(r["line"].startswith("could not read the notebook") for r in rows[:len(every)])
+    assert "no exercises found" in rows[-1]["line"]
+    assert "good.ipynb: 2/2 exercises passed" in done.stdout
+    assert f"total: 2/{len(every) + 3} exercises passed in 3 notebook(s)" in done.stdout
+    # A re-run keeps what is graded; a table the kit did not write is never touched.
+    again = subprocess.run([sys.executable, "-m", "attnkit", "grade", str(good), "--csv", str(out)],
+                           capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert again.returncode == 0 and "1 notebook(s) already in" in again.stdout, again.stderr
+    (tmp_path / "other.csv").write_text("someone's spreadsheet\n")
+    refused = subprocess.run([sys.executable, "-m", "attnkit", "grade", str(good), "--csv", str(tmp_path / "other.csv")],
+                             capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert refused.returncode == 2 and "not a grades table written by attnkit" in refused.stderr
+    for bad in ("nan", "0.5", "inf"):
+        refused = subprocess.run([sys.executable, "-m", "attnkit", "grade", str(good), "--cell-timeout", bad],
+                                 capture_output=True, text=True, cwd=tmp_path, timeout=60)
+        assert refused.returncode == 2 and "--cell-timeout must be a finite number" in refused.stderr, bad
     # The output path is checked before any notebook runs.
     done = subprocess.run([sys.executable, "-m", "attnkit", "grade", str(good), "--csv", str(tmp_path / "no" / "g.csv")],
                           capture_output=True, text=True, cwd=tmp_path)
@@ -225,13 +242,15 @@ def test_summary_lists_every_exercise_that_did_not_pass():
 
 
 @pytest.mark.slow
-def test_ctrl_c_while_grading_stops_at_once_and_keeps_the_old_table(tmp_path):
+def test_ctrl_c_while_grading_stops_at_once_and_keeps_what_was_graded(tmp_path):
     import os
     import signal
     import time
     looping, out = tmp_path / "loop.ipynb", tmp_path / "grades.csv"
     nbformat.write(mini_notebook("while True:\n    pass"), looping)
-    out.write_text("the previous grades\n")
+    from attnkit.course.grading import Row, write_csv
+    write_csv([Row("earlier.ipynb", "mask", True, "✅ kept")], out)
+    before = out.read_text()
     proc = subprocess.Popen([sys.executable, "-m", "attnkit", "grade", str(looping), "--csv", str(out),
                              "--cell-timeout", "300"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, process_group=0)
@@ -240,5 +259,5 @@ def test_ctrl_c_while_grading_stops_at_once_and_keeps_the_old_table(tmp_path):
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert time.monotonic() - start < 10 and proc.returncode == 130, err
-    assert f"{out} was not written (it stayed as it was)" in err and "Traceback" not in err
-    assert out.read_text() == "the previous grades\n"
+    assert f"{out} keeps the 1 notebook(s) graded so far" in err and "Traceback" not in err
+    assert out.read_text() == before

@@ -1,18 +1,28 @@
-"""Grade submitted notebooks: run each in a fresh kernel, one cell at a time under a time limit,
-and read every check cell's one line. A notebook that crashes, loops or imports something
-missing is graded as far as it got, with the reason; it never stops the others.
+"""Grade submitted notebooks. Each submission runs in a fresh checking process of its own
+(check_process.py), one cell at a time under a time limit; at each check cell that process calls the
+kit's checker itself on the learner's definition, with integrity checks of the checking code before
+and after, and sends back a structured result. The grade never comes from what a cell printed. A
+notebook that crashes, loops or imports something missing is graded as far as it got, with the
+reason; it never stops the others.
 
-When a submission is a copy of a course notebook, its check cells are first restored
-from the course's own (as nbgrader does with locked cells), so an edited checker cannot pass,
-and an exercise whose check cell was deleted still gets its row.
+When a submission is a copy of a course notebook, its check cells are first restored from the
+course's own (as nbgrader does with locked cells), so an edited checker cannot pass; an exercise
+whose check cell was deleted is checked after the learner's last cell.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
+import json
 import os
+import select
+import signal
 import subprocess
+import sys
 import tempfile
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
@@ -20,6 +30,7 @@ from typing import Iterable, Optional
 import nbformat
 
 from ..resources import notebooks_dir
+from .check_process import TAMPERED
 from .editions import check_cells, exercise_ids
 
 NOTEBOOKS_DIR = notebooks_dir()
@@ -56,55 +67,103 @@ def _restore_checks(nb, source) -> list[str]:
     return list(ours)
 
 
-def _kernel_manager():
-    """A kernel running this very Python (like nbval's --nbval-current-env), never some other
-    'python3' kernel found on the machine."""
-    import ipykernel.kernelspec
-    from jupyter_client.kernelspec import KernelSpecManager
-    from jupyter_client.manager import AsyncKernelManager
-
-    class CurrentEnv(KernelSpecManager):
-        def get_kernel_spec(self, kernel_name):
-            return self.kernel_spec_class(resource_dir=ipykernel.kernelspec.RESOURCES,
-                                          **ipykernel.kernelspec.get_kernel_dict())
-
-    # async: nbclient can then stop waiting on a cell that loops (a blocking client waits forever)
-    return AsyncKernelManager(kernel_name="attnkit-current-env", kernel_spec_manager=CurrentEnv())
-
-
-def _error_of(cell) -> Optional[str]:
-    for output in cell.get("outputs", []):
-        if output.get("output_type") == "error":
-            return f"{output.get('ename')}: {(output.get('evalue') or '').splitlines()[0] if output.get('evalue') else ''}"
-    return None
-
-
 def checker_lines(outputs) -> list[str]:
-    """The checker lines (✅/❌/⏳) among a cell's outputs."""
+    """The checker lines (✅/❌/⏳) among a cell's outputs (what a learner sees; the grade does not read them)."""
     text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream" and o.get("name") == "stdout")
     return [line for line in text.splitlines() if line.startswith(MARKS)]
 
 
-def run_notebook(nb, folder: Path, cell_timeout: float) -> tuple[Optional[str], int]:
-    """Execute `nb` in place, cell by cell: (why it stopped early or None, index of the last cell run)."""
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+def _job(nb) -> list[dict]:
+    """The code cells to run, in order; a check cell carries its exercise id (the grade comes from it)."""
+    cells = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        exercise = None
+        if "check" in cell.get("metadata", {}).get("tags", []):
+            exercise = (cell.metadata.get("attnkit") or {}).get("exercise") if isinstance(cell.metadata.get("attnkit"), dict) else None
+            exercise = exercise if isinstance(exercise, str) else None
+        cells.append({"index": index, "source": cell.source, "exercise": exercise})
+    return cells
 
-    client = NotebookClient(nb, km=_kernel_manager(), timeout=cell_timeout, allow_errors=True,
-                            interrupt_on_timeout=False, resources={"metadata": {"path": str(folder)}})
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    # The kernel process's own log (not the cells' output) would interleave with the progress bar.
-    with client.setup_kernel(env=env, stderr=subprocess.DEVNULL):
-        for index, cell in enumerate(nb.cells):
-            if cell.cell_type != "code":
-                continue
-            try:
-                client.execute_cell(cell, index)
-            except CellTimeoutError:
-                return f"cell {index + 1} ran over the {cell_timeout:g} s limit and was stopped", index
-            except DeadKernelError:
-                return f"the kernel died in cell {index + 1} (a crash, or out of memory)", index
-    return None, len(nb.cells)
+
+def run_checks(cells: list[dict], folder: Path, cell_timeout: float) -> tuple[dict, Optional[str], int]:
+    """Run `cells` in a fresh checking process (see check_process.py): ({exercise: Row fields}, why it
+    stopped early or None, index of the cell it stopped in). Every process the submission started
+    goes when it ends (the checking process leads a session of its own, killed as a group)."""
+    read_end, write_end = os.pipe()
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "MPLBACKEND": "Agg"}
+    proc = _start([sys.executable, "-m", "attnkit.course.check_process", str(write_end)],
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            cwd=folder, env=env, pass_fds=(write_end,), start_new_session=True)
+    if proc is None:
+        os.close(write_end)
+        os.close(read_end)
+        raise KeyboardInterrupt
+    os.close(write_end)
+    results, stopped, current, buffer = {}, None, -1, b""
+    try:
+        proc.stdin.write(json.dumps({"cells": cells}).encode())
+        proc.stdin.close()
+        deadline = time.monotonic() + max(cell_timeout, 60)   # the first cell also waits for the imports
+        while True:
+            ready, _, _ = select.select([read_end], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                stopped = f"cell {current + 1} ran over the {cell_timeout:g} s limit and was stopped"
+                break
+            chunk = os.read(read_end, 65536)
+            if not chunk:
+                stopped = f"the notebook's process died in cell {current + 1} (a crash, or out of memory)"
+                break
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            done = False
+            for line in lines:
+                message = json.loads(line)
+                if message.get("done"):
+                    done = True
+                elif "exercise" in message:
+                    exercise = message["exercise"]
+                    # Two results for one exercise: something besides the grader wrote one.
+                    results[exercise] = (None if exercise in results else message)
+                elif "cell" in message:
+                    current, deadline = message["cell"], time.monotonic() + cell_timeout
+            if done:
+                break
+    finally:
+        _kill_group(proc)
+        os.close(read_end)
+    return results, stopped, current
+
+
+_LIVE, _LOCK, _STOPPING = set(), threading.Lock(), threading.Event()
+
+
+def _start(*args, **kwargs):
+    """A checking process, remembered so that stop_all can end it from another thread (Ctrl-C)."""
+    with _LOCK:
+        if _STOPPING.is_set():
+            return None
+        proc = subprocess.Popen(*args, **kwargs)
+        _LIVE.add(proc)
+        return proc
+
+
+def stop_all() -> None:
+    """End every checking process and whatever it started; no new one starts."""
+    _STOPPING.set()
+    with _LOCK:
+        for proc in list(_LIVE):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _kill_group(proc) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with _LOCK:
+        _LIVE.discard(proc)
 
 
 def grade_notebook(path, cell_timeout: float = 120, notebooks_dir: Path = NOTEBOOKS_DIR) -> list[Row]:
@@ -114,47 +173,61 @@ def grade_notebook(path, cell_timeout: float = 120, notebooks_dir: Path = NOTEBO
     try:
         nb = nbformat.read(path, as_version=4)
     except Exception as e:
-        return [Row(name, "(notebook)", False, f"could not read the notebook: {type(e).__name__}: {e}")]
+        # Every exercise the file could be for gets its row: no hole in the gradebook.
+        why = f"could not read the notebook: {type(e).__name__}: {e}".splitlines()[0]
+        source = course_notebook(path, nbformat.v4.new_notebook(), notebooks_dir)
+        sources = [source] if source else sorted(Path(notebooks_dir).glob("[0-9][0-9]_*.ipynb"))
+        exercises = [e for s in sources for e in exercise_ids(nbformat.read(s, as_version=4))]
+        return [Row(name, e, False, why) for e in exercises] or [Row(name, "(notebook)", False, why)]
     source = course_notebook(path, nb, notebooks_dir)
-    expected = _restore_checks(nb, nbformat.read(source, as_version=4)) if source else exercise_ids(nb)
+    course = nbformat.read(source, as_version=4) if source else None
+    expected = _restore_checks(nb, course) if source else exercise_ids(nb)
     if not expected:
         return [Row(name, "(notebook)", False, "no exercises found: no cell tagged 'check'")]
+    cells = _job(nb)
+    present = {c["exercise"] for c in cells}
+    # A deleted check cell: the course's runs after the learner's last cell.
+    cells += [{"index": len(nb.cells), "source": cell.source, "exercise": exercise}
+              for exercise, cell in (check_cells(course).items() if course else ()) if exercise not in present]
     try:
-        stopped, last = run_notebook(nb, path.parent.resolve(), cell_timeout)
-    except Exception as e:  # the kernel could not even start
-        stopped, last = f"the notebook could not be run: {type(e).__name__}: {e}", -1
+        results, stopped, last = run_checks(cells, path.parent.resolve(), cell_timeout)
+    except Exception as e:
+        results, stopped, last = {}, f"the notebook could not be run: {type(e).__name__}: {e}", -1
 
-    rows, first_error = {}, None
-    for index, cell in enumerate(nb.cells):
-        if cell.cell_type != "code":
-            continue
-        error = _error_of(cell)
-        tags = cell.get("metadata", {}).get("tags", [])
-        if "check" in tags:
-            exercise = cell.metadata["attnkit"]["exercise"]
-            line = (checker_lines(cell.get("outputs", [])) or [None])[-1]
-            if index > last:
-                rows[exercise] = Row(name, exercise, False, f"not reached: {stopped}")
-            elif index == last and stopped:
-                rows[exercise] = Row(name, exercise, False, stopped)
-            elif line is not None:
-                rows[exercise] = Row(name, exercise, line.startswith("✅"), line)
-            else:
-                why = f"the check cell raised {error}" if error else "the check cell printed no checker line"
-                if first_error:
-                    why += f" (the first error before it: {first_error})"
-                rows[exercise] = Row(name, exercise, False, why)
-        if error and first_error is None:
-            first_error = f"cell {index + 1}, {error}"
-    return [rows.get(e) or Row(name, e, False, "the check cell for this exercise is missing from the notebook")
-            for e in expected]
+    rows = []
+    order = {c["exercise"]: c["index"] for c in cells if c["exercise"]}
+    for exercise in expected:
+        message = results.get(exercise, False)
+        if message is None:
+            rows.append(Row(name, exercise, False, f"{TAMPERED}: the result of this check was written twice"))
+        elif message:
+            rows.append(Row(name, exercise, bool(message["passed"]), str(message["line"])))
+        elif exercise not in order:
+            rows.append(Row(name, exercise, False, "the check cell for this exercise is missing from the notebook"))
+        elif order[exercise] == last and stopped:
+            rows.append(Row(name, exercise, False, stopped))
+        else:
+            rows.append(Row(name, exercise, False, f"not reached: {stopped}" if stopped else "no result"))
+    return rows
+
+
+HEADER = ["learner_file", "exercise", "passed", "line"]
+
+
+def read_csv(path) -> list[Row]:
+    """The rows of a grades table this grader wrote (ValueError for any other file: it is left alone)."""
+    with open(path, encoding="utf-8", newline="") as f:
+        table = list(csv.reader(f))
+    if not table or table[0] != HEADER:
+        raise ValueError(f"{path} exists and is not a grades table written by attnkit: choose another --csv")
+    return [Row(r[0], r[1], r[2] == "yes", r[3]) for r in table[1:] if len(r) == 4]
 
 
 def write_csv(rows: Iterable[Row], path) -> None:
     """All rows as CSV, written atomically (a grades file is never half written)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(["learner_file", "exercise", "passed", "line"])
+    writer.writerow(HEADER)
     for row in rows:
         writer.writerow([row.learner_file, row.exercise, "yes" if row.passed else "no", row.line])
     path = Path(path)
