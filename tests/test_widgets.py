@@ -297,6 +297,24 @@ def test_sortedness_explorer_errors_lengths_and_descents():
     assert ex.image.layout.display == "" and "length 64" in ex.message.value
 
 
+
+def test_sortedness_explorer_names_your_sequence_and_refuses_a_bad_seed():
+    """One typed sequence is "your sequence", not "sequence 0"; a seed that is not a whole number
+    is refused in the widget (an IntText silently showed seed 0's sample instead)."""
+    from attnkit.sortedness import load_classifier
+    from attnkit.ui.sortedness_plots import SortednessExplorer
+    ex = SortednessExplorer({"alibi": load_classifier("alibi")})
+    ex.custom.value = "3 5 999"
+    assert "your sequence holds 999" in ex.message.value and "sequence 0" not in ex.message.value
+    ex.custom.value = ""
+    for bad in ("abc", "1.5", "-2", ""):
+        ex.seed.value = bad
+        assert "✗" in ex.message.value and "seed" in ex.message.value, (bad, ex.message.value)
+        assert ex.image.layout.display == "none"
+    ex.seed.value = " 7 "
+    assert "hard sample, seed 7" in ex.message.value and ex.image.layout.display == ""
+
+
 def test_ablation_explorer_consistent_after_bursts_of_clicks(ablation, monkeypatch):
     """60 bursts of 10 clicks on random heads, from several threads at once (as a kernel may
     deliver them): once each burst settles, every toggle is drawn as it is (red ✕ exactly when

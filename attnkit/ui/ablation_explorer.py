@@ -86,7 +86,10 @@ class AblationExplorer:
                     buttons.append(t)
                 blocks.append(W.HBox(buttons, layout=W.Layout(margin="0 14px 0 0")))
             rows.append(W.HBox(blocks))
-        self.mode = W.ToggleButtons(options=list(MODES), value=mode, description="ablation",
+        # The label is a widget of its own, beside the buttons in a row that does not wrap: as the
+        # buttons' own description it was drawn above them (JupyterLab, 1400 px window).
+        self.mode = W.ToggleButtons(options=list(MODES), value=mode, style={"button_width": "70px"},
+                                    layout=W.Layout(width="auto"),
                                     tooltips=["a removed head outputs z = 0",
                                               "a removed head outputs its mean z over the held-out set"])
         self.problem = W.Text(value=problem, description="problem", continuous_update=False,
@@ -98,11 +101,14 @@ class AblationExplorer:
                              (self.reset, "ablation-reset"), (self.output, "ablation-result"),
                              (self.message, "ablation-message")]:
             widget.add_class(f"attnkit-{name}")
+        mode_row = W.HBox([W.Label("ablation", layout=W.Layout(width="auto", margin="0 4px 0 0")), self.mode],
+                          layout=W.Layout(align_items="center", flex_flow="row nowrap"))
+        mode_row.add_class("attnkit-ablation-mode-row")
         self.mode.observe(self._on_change, names="value")
         self.problem.observe(self._on_change, names="value")
         self.reset.on_click(lambda _: self.set_removed([]))
         self.widget = W.VBox([W.HTML("<b>click a head to remove it</b> (red ✕ = removed)"), *rows,
-                              W.HBox([self.mode, self.problem, self.reset]), self.message, self.output])
+                              W.HBox([mode_row, self.problem, self.reset]), self.message, self.output])
         self.widget.add_class("attnkit-ablation-explorer")
 
     @staticmethod

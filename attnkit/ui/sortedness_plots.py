@@ -230,7 +230,7 @@ class SortednessExplorer:
                                    value="alibi" if "alibi" in models else list(models)[0])
         self.length = W.SelectionSlider(options=list(self.LENGTHS), value=16, description="length")
         self.kind = W.ToggleButtons(options=["sorted", "hard", "shuffle"], value="hard", description="sample")
-        self.seed = W.IntText(value=0, description="seed", layout=W.Layout(width="160px"))
+        self.seed = W.Text(value="0", description="seed", continuous_update=False, layout=W.Layout(width="160px"))
         self.custom = W.Text(value="", description="your own", continuous_update=False,
                              placeholder="values 0–99, e.g. 3 5 5 9 8, then Enter (empty: the sample above)",
                              layout=W.Layout(width="95%"), style={"description_width": "70px"})
@@ -262,14 +262,29 @@ class SortednessExplorer:
         """The typed sequence (validated for this encoding), or else the chosen sample."""
         text = self.custom.value.strip()
         if not text:
-            return sample(self.kind.value, self.length.value, self.seed.value)
+            return sample(self.kind.value, self.length.value, self.seed_value())
         seq = []
         for part in text.replace(",", " ").split():
             try:
                 seq.append(int(part))
             except ValueError:
                 raise ValueError(f"{part!r} is not a whole number; type values 0–99 separated by spaces") from None
-        return validate([seq], self.models[self.encoding.value].max_len)[0]
+        try:
+            return validate([seq], self.models[self.encoding.value].max_len)[0]
+        except ValueError as e:  # validate numbers the sequences of a list: here there is one, yours
+            raise ValueError(str(e).replace("sequence 0", "your sequence", 1)) from None
+
+    def seed_value(self) -> int:
+        """The seed box's number; a clear error for anything else (a Text box, not an IntText: an
+        IntText silently put 0 back for "abc", and the learner never knew which sample was shown)."""
+        text = self.seed.value.strip()
+        try:
+            seed = int(text)
+        except ValueError:
+            raise ValueError(f"seed {text!r} is not a whole number; type one, e.g. 0 or 7") from None
+        if seed < 0:
+            raise ValueError(f"seed {seed} is negative; type a whole number ≥ 0")
+        return seed
 
     def update(self, _=None) -> None:
         """Redraw for the controls' current state (from any thread: never two at once)."""
@@ -296,7 +311,7 @@ class SortednessExplorer:
         if stale():
             return
         shown = ", ".join(map(str, descents[:8])) + (f", … ({len(descents)} in all)" if len(descents) > 8 else "")
-        source = "your sequence" if self.custom.value.strip() else f"{self.kind.value} sample, seed {self.seed.value}"
+        source = "your sequence" if self.custom.value.strip() else f"{self.kind.value} sample, seed {self.seed_value()}"
         verdict = "✓ right" if (p > 0.5) == truth else "✗ wrong"
         self.message.value = (
             f"<b>{self.encoding.value}</b>, {source}, length {L}: P(sorted) = {p:.3f} → "
