@@ -14,6 +14,7 @@ artifacts/figures/ (one PNG per figure: notebook, cell) to be looked at."""
 import base64
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -37,7 +38,10 @@ def pytest_configure(config):
     """Kernels started from here on (nbval's) load the figure check: IPYTHONDIR's startup file."""
     if not config.getoption("--nbval-lax", default=False) and not config.getoption("--nbval", default=False):
         return
+    if config.getoption("numprocesses", default=None) and not hasattr(config, "workerinput"):
+        return  # pytest-xdist's controller runs no cells: its workers each set up their own
     home = Path(tempfile.mkdtemp(prefix="attnkit-ipython-"))
+    config.add_cleanup(lambda: shutil.rmtree(home, ignore_errors=True))
     startup = home / "profile_default" / "startup"
     startup.mkdir(parents=True)
     log = home / "figures.jsonl"
