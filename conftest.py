@@ -5,8 +5,18 @@ hook reads the check cells' output itself.
 
 Also: nbval waits 5 s at most between two output messages of a cell once it has run; a training
 cell's progress bars send thousands, and a loaded machine can leave a longer gap between two of them
-("Timeout of 5 seconds exceeded waiting for output"). The cell's own limit is unchanged."""
+("Timeout of 5 seconds exceeded waiting for output"). The cell's own limit is unchanged.
+
+And every figure a notebook shows is checked against attnkit.ui.figure_policy while it runs: each
+kernel starts with an IPython startup file that logs each displayed figure's problems, and the cell
+that showed a figure breaking the policy fails. The figures are also saved, as shown, to
+artifacts/figures/ (one PNG per figure: notebook, cell) to be looked at."""
+import base64
+import json
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -28,11 +38,72 @@ def _expected_mark(item):
     return "✅" if edition == "solution" else "⏳"
 
 
+FIGURES = Path(__file__).resolve().parent / "artifacts" / "figures"
+_FIGURE_LOG: dict = {}  # "path", "read": how much of it the cells before have accounted for
+
+
+def pytest_configure(config):
+    """Kernels started from here on (nbval's) load the figure check: IPYTHONDIR's startup file."""
+    if not config.getoption("--nbval-lax", default=False) and not config.getoption("--nbval", default=False):
+        return
+    if config.getoption("numprocesses", default=None) and not hasattr(config, "workerinput"):
+        return  # pytest-xdist's controller runs no cells: its workers each set up their own
+    home = Path(tempfile.mkdtemp(prefix="attnkit-ipython-"))
+    config.add_cleanup(lambda: shutil.rmtree(home, ignore_errors=True))
+    startup = home / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    log = home / "figures.jsonl"
+    log.touch()
+    (startup / "00-attnkit-figure-policy.py").write_text(
+        "from attnkit.ui.figure_policy import record_displayed_figures\n"
+        f"record_displayed_figures({str(log)!r})\n")
+    _FIGURE_LOG.update(path=log, read=0, home=str(home))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    """nbval starts a notebook's kernel in its first cell's setup: only that kernel gets the check
+    (a kernel another test starts, such as the grader's, logs nothing here)."""
+    if not _FIGURE_LOG or not hasattr(item, "cell_num"):
+        return (yield)
+    before = os.environ.get("IPYTHONDIR")
+    os.environ["IPYTHONDIR"] = _FIGURE_LOG["home"]
+    try:
+        return (yield)
+    finally:
+        if before is None:
+            del os.environ["IPYTHONDIR"]
+        else:
+            os.environ["IPYTHONDIR"] = before
+
+
+def _check_figures(item) -> None:
+    """Save the cell's PNG outputs to artifacts/figures/; fail it if a figure it showed breaks the policy."""
+    pngs = [o["data"]["image/png"] for o in item.test_outputs or [] if "image/png" in o.get("data", {})]
+    if pngs:
+        FIGURES.mkdir(parents=True, exist_ok=True)
+        name = f"{Path(str(item.fspath)).stem}{'-student' if _expected_mark(item) == '⏳' else ''}-cell{item.cell_num}"
+        for i, png in enumerate(pngs):
+            (FIGURES / f"{name}-{i}.png").write_bytes(base64.b64decode(png))
+    if not _FIGURE_LOG:
+        return
+    with open(_FIGURE_LOG["path"], encoding="utf-8") as log:
+        log.seek(_FIGURE_LOG["read"])
+        lines = log.read()
+        _FIGURE_LOG["read"] = log.tell()
+    found = [p for line in lines.splitlines() if line for p in json.loads(line)["problems"]]
+    if found:
+        pytest.fail("a figure breaks the figure policy (attnkit/ui/figure_policy.py):\n  " + "\n  ".join(found),
+                    pytrace=False)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
     if hasattr(item, "output_timeout"):  # an nbval cell
         item.output_timeout = max(item.output_timeout, OUTPUT_GAP_S)
     result = yield  # a cell that raised has failed already, and this line is not reached
+    if hasattr(item, "cell_num"):
+        _check_figures(item)
     cell = getattr(item, "cell", None)
     if cell is None or "check" not in cell.get("metadata", {}).get("tags", []):
         return result

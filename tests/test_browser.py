@@ -4,8 +4,9 @@ Starts `jupyter lab` on a free port (its own config, runtime, settings and works
 opens a copy of notebook 03, runs every cell, moves the explorer's sample slider, types a
 problem, and checks that the figure and the answer changed; then a small notebook that shows the
 ablation explorer (notebook 04) and the sortedness explorer (notebook 05), clicks heads fast, and
-checks that every explorer figure is shown at no less than its own pixel size (its text, at least
-8 pt at 96 dpi, is then >= 10 px on screen) and every notebook figure at >= 90 % of it. Screenshots
+checks that every explorer and notebook figure is shown at its own pixel size (not shrunk: its
+smallest text, 9 pt, is then >= 12 px on screen), and fires 50 bursts of fast clicks at the ablation
+explorer, checking after each that what it shows is consistent and freshly measured. Screenshots
 of each explorer at JupyterLab's default width go to artifacts/.
 
 Chromium comes from the system (`make test` installs Debian's package); Playwright's own
@@ -34,6 +35,8 @@ from pathlib import Path
 import pytest
 from conftest import CHROMIUM, CHROMIUM_ARGS, in_ci
 
+from attnkit.ui.figure_policy import MIN_TEXT_PX, SMALLEST_PT
+
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,23 +54,25 @@ EXPLORER_CELLS = [
     "sortedness = SortednessExplorer({enc: attnkit.load_pretrained(f'sortedness-{enc}') for enc in ('alibi', 'rope')})\n"
     "sortedness",
     "print('explorers: every cell ran')",
+    "",  # the test types a check into this one
 ]
-# Each explorer image: (shown width / PNG width); each notebook figure likewise. The explorers'
-# smallest text is 8 pt at 96 dpi (10.7 px) and the notebooks' 8 pt at 100 dpi (11.1 px).
+# Each explorer image and notebook figure: (shown width / PNG width). The figure policy keeps every
+# figure within the output area, so none is shrunk (scale 1) and its smallest text stays at
+# figure_policy.MIN_TEXT_PX (9 pt: 12 px at the explorers' 96 dpi, 12.5 px at the notebooks' 100).
 SCALES = """() => Array.from(document.querySelectorAll('.jp-OutputArea-output img')).filter(i => i.naturalWidth)
     .map(i => ({widget: i.classList.contains('widget-image'), natural: i.naturalWidth, shown: i.clientWidth,
                 scale: i.clientWidth / i.naturalWidth}))"""
-MIN_PX = 10.0
+MIN_PX = MIN_TEXT_PX
 
 
 def check_scales(page, what: str) -> list:
-    """Every image at a size where its smallest text is >= 10 px; the measured scales."""
+    """Every image shown at its own size (not shrunk), so its smallest text is >= MIN_PX; the scales."""
     scales = page.evaluate(SCALES)
     assert scales, f"{what}: no figure found"
     for s in scales:
-        smallest = 8 * (96 if s["widget"] else 100) / 72 * s["scale"]
-        assert smallest >= MIN_PX, f"{what}: a figure {s['natural']} px wide is shown at {s['shown']} px: " \
-                                   f"its 8 pt text is {smallest:.1f} px on screen"
+        smallest = SMALLEST_PT * (96 if s["widget"] else 100) / 72 * s["scale"]
+        assert s["shown"] >= s["natural"] - 1 and smallest >= MIN_PX, \
+            f"{what}: a figure {s['natural']} px wide is shown at {s['shown']} px: its {SMALLEST_PT} pt text is {smallest:.1f} px"
     return scales
 SECONDS = 1000  # Playwright counts milliseconds
 
@@ -260,24 +265,21 @@ def check_explorers(page, lab) -> None:
     ablation = page.locator(".attnkit-ablation-explorer").first
     result = ablation.locator(".attnkit-ablation-result")
     expect(result).to_contain_text("greedy exact match", timeout=60 * SECONDS)
-    # Fast clicks on three heads, twice each, and one more (the race of issue 17). The kernel may
-    # handle the clicks' messages out of order, so which heads end up removed is not fixed; what
-    # must hold is that the result shown is measured for exactly the heads shown as removed.
-    heads = ["dec-cross-1-3", "enc-self-1-0", "dec-self-0-2"]
-    for head in heads * 2 + heads[:1]:
-        ablation.locator(f".attnkit-head-{head}").click()
-    deadline = time.monotonic() + 60
-    while True:
-        page.wait_for_timeout(500)
-        pressed = ablation.evaluate(PRESSED)
-        text = result.inner_text()
-        shown = text.split("removed (zero ablation): ", 1)[-1].split("\n", 1)[0].strip()
-        if shown == (", ".join(pressed) or "none") and page.wait_for_timeout(1000) is None \
-                and ablation.evaluate(PRESSED) == pressed and result.inner_text() == text:
-            break  # consistent, and still the same a second later: settled
-        assert time.monotonic() < deadline, f"toggles {pressed} but the result says: {text}"
-    assert "⚠" not in text and pressed, text
-    print("after fast clicks, removed:", pressed)
+    # The mode's label sits beside its buttons, not above them.
+    label, button = (ablation.locator(sel).first.bounding_box()
+                     for sel in (".attnkit-ablation-mode-row .widget-label", ".attnkit-ablation-mode button"))
+    assert label["y"] < button["y"] + button["height"] / 2 < label["y"] + label["height"] \
+        and label["x"] + label["width"] <= button["x"] + 1, (label, button)
+    bursts = click_bursts(page, ablation, result)
+    # A fresh computation for every set the explorer stated: the same subset, in the kernel.
+    sets = json.dumps(sorted({tuple(heads) for heads, _ in bursts}))
+    check = ("import json; sets = json.loads(%r); print('FRESH ' + json.dumps({','.join(s): round(100 * "
+             "ablation.measure(list(s), 'zero', '555+445')['exact_match'], 2) for s in sets}))" % sets)
+    fresh = run_cell(page, check, "FRESH ")
+    for heads, stated in bursts:
+        assert fresh[",".join(heads)] == stated, (heads, stated, fresh[",".join(heads)])
+    print(f"ablation explorer: {len(bursts)} bursts of clicks, each settled to a consistent state "
+          f"({len(fresh)} different sets re-measured)")
     ablation.scroll_into_view_if_needed()
     settle(page)
     ablation.screenshot(path=ARTIFACTS / "browser_04_ablation_explorer.png")
@@ -323,6 +325,56 @@ def check_notebook_06(page, lab) -> None:
     expect(figure).to_be_visible(timeout=30 * SECONDS)
     new_image(figure, before)
     expect(explorer).to_contain_text("clean run − corrupted run")
+
+
+BURSTS = 50  # of 10 clicks each on random heads, within about 0.6 s (a learner clicking fast)
+# Click the toggles of the given heads, 60 ms apart, as real DOM clicks.
+CLICKS = """async (e, heads) => { for (const h of heads) {
+    e.querySelector('.attnkit-head-' + h).click(); await new Promise(r => setTimeout(r, 60)); } }"""
+# Each toggle: [head id, pressed (its value), drawn as removed (red)].
+TOGGLES = """e => Array.from(e.querySelectorAll('.attnkit-head-toggle')).map(b => [
+    Array.from(b.classList).find(c => c.startsWith('attnkit-head-') && c !== 'attnkit-head-toggle')
+        .slice('attnkit-head-'.length).replace(/-/g, '.'),
+    b.classList.contains('mod-active'), b.classList.contains('mod-danger') && b.textContent.includes('✕')])"""
+
+
+def click_bursts(page, ablation, result) -> list:
+    """BURSTS bursts of fast clicks; after each, wait until the explorer settles and check that it
+    is consistent: every toggle drawn red exactly when pressed, and the result stated for exactly
+    the pressed heads. Returns [(pressed heads, stated exact match %)] for a fresh re-measurement."""
+    import random
+    rng = random.Random(0)
+    ids = [t[0] for t in ablation.evaluate(TOGGLES)]
+    out = []
+    for burst in range(BURSTS):
+        ablation.evaluate(CLICKS, [rng.choice(ids).replace(".", "-") for _ in range(10)])
+        deadline, last = time.monotonic() + 60, None
+        while True:
+            page.wait_for_timeout(150)
+            toggles, text = ablation.evaluate(TOGGLES), result.inner_text()
+            pressed = [h for h, on, _ in toggles if on]
+            drawn = [h for h, _, red in toggles if red]
+            shown = text.split("removed (zero ablation): ", 1)[-1].split("\n", 1)[0].strip()
+            state = (pressed, drawn, text)
+            if pressed == drawn and shown == (", ".join(pressed) or "none") and state == last:
+                break  # consistent, and unchanged for one more poll: settled
+            last = state
+            assert time.monotonic() < deadline, f"burst {burst}: toggles {pressed}, drawn {drawn}, result: {text}"
+        assert "⚠" not in text, text
+        out.append((pressed, float(re.search(r"greedy exact match: ([0-9.]+) %", text).group(1))))
+    return out
+
+
+def run_cell(page, source: str, marker: str) -> dict:
+    """Type `source` into the notebook's last cell, run it, and read the JSON it prints after `marker`."""
+    from playwright.sync_api import expect
+    editor = page.locator(".jp-Notebook .jp-Cell").last.locator(".cm-content")  # the notebook's empty last cell
+    editor.click()
+    page.keyboard.insert_text(source)
+    page.keyboard.press("Shift+Enter")
+    line = page.locator(".jp-OutputArea-output", has_text=marker).last
+    expect(line).to_be_visible(timeout=60 * SECONDS)
+    return json.loads(line.inner_text().split(marker, 1)[1].strip())
 
 
 # The heads whose toggle is pressed (shown red), as ids, in the explorer's order.

@@ -402,3 +402,31 @@ def test_what_a_learners_code_prints_stays_out_of_the_one_line(capsys):
         return causal_mask(n_pos)
 
     assert run_check(capsys, checks.check_causal_mask, chatty)[0]
+
+
+@pytest.fixture
+def shell():
+    """A real IPython shell, as a notebook's kernel runs cells (removed afterwards)."""
+    from IPython.core.interactiveshell import InteractiveShell
+    ip = InteractiveShell.instance()
+    yield ip
+    InteractiveShell.clear_instance()
+
+
+def test_a_solution_cell_that_did_not_run_is_named_not_reported_as_a_stub(shell):
+    """Student edition: the stub is defined; the learner's solution cell has a SyntaxError (or an
+    IndentationError, or raises), so the stub is still what the check cell gets."""
+    stub = 'def my_causal_mask(n_pos):\n    raise NotImplementedError("your code here")'
+    assert not shell.run_cell(stub).error_in_exec
+    for broken, error in [("def my_causal_mask(n_pos):\nreturn 1", "IndentationError"),
+                          ("def my_causal_mask(n_pos)\n    return 1", "SyntaxError"),
+                          ("import torch\nundefined_name + 1\ndef my_causal_mask(n_pos): pass", "NameError")]:
+        shell.run_cell(broken)
+        passed, line = checker_line(checks.check_causal_mask, shell.user_ns["my_causal_mask"])
+        assert not passed and line.startswith("❌") and error in line and "not defined yet" in line, line
+    shell.run_cell(stub)  # a stub cell that ran cleanly: the usual ⏳
+    passed, line = checker_line(checks.check_causal_mask, shell.user_ns["my_causal_mask"])
+    assert not passed and line.startswith("⏳"), line
+    shell.run_cell('raise NotImplementedError("your code here")')  # a stub raising at the top level
+    passed, line = checker_line(checks.check_causal_mask, shell.user_ns["my_causal_mask"])
+    assert line.startswith("⏳"), line

@@ -186,3 +186,27 @@ def test_head_roles_runs_the_model():
     assert (roles.entropy <= math.log2(7) + 1e-6).all()
     _, cache = adder.run_with_cache(problems_of(a, b))
     assert roles.equals(head_roles(adder, cache=cache))
+
+
+def test_notebook_06_measures_the_roles_notebook_03_measures(one_thread):
+    """Notebook 06 §6 quotes the roles of notebook 03 for the same heads: it must measure them on
+    the same problems (once it took the first 2,000 rows of the held-out file, which is sorted by
+    a: dec.cross.1.3's carry share came out 0.05 instead of 0.20). Runs 06's own line."""
+    import json
+    from pathlib import Path
+
+    from attnkit import load_pretrained
+    from attnkit.ui.widgets import AttentionExplorer
+    source = "".join(c["source"] if isinstance(c["source"], str) else "".join(c["source"]) for c in json.loads(
+        (Path(__file__).resolve().parents[1] / "notebooks" / "06_how_the_adder_carries.ipynb").read_text())["cells"])
+    lines = [line for line in source.splitlines() if line.startswith("roles = head_roles(")]
+    assert len(lines) == 1, lines
+    adder = load_pretrained("adder")
+    a, b = load_test_set()
+    scope = {"head_roles": head_roles, "adder": adder, "a_all": a, "b_all": b, "np": np}
+    exec(lines[0], scope)  # notebook 06's measurement, as written there
+    notebook_03 = AttentionExplorer(adder, a, b).roles  # notebook 03's: the explorer's pass over the held-out set
+    heads = ["enc.self.0.1", "enc.self.1.2", "dec.cross.1.3", "dec.cross.1.1"]  # the rows 06 prints
+    for measure in ("carry", "aligned"):
+        np.testing.assert_allclose(scope["roles"].loc[heads, measure].to_numpy(dtype=float),
+                                   notebook_03.loc[heads, measure].to_numpy(dtype=float), atol=1e-4)

@@ -150,10 +150,7 @@ OBVIOUS = [list(range(10, 22)), [5, 9, 12, 30, 31, 40, 41, 41, 60, 70, 80, 99],
 @pytest.mark.parametrize("encoding", [e for e in ENCODINGS if e != "none"])
 def test_committed_models_classify_obvious_cases(encoding):
     got = load_classifier(encoding).predict(OBVIOUS)
-    if encoding == "learned":  # the weakest run (0.940 in range, docs/RESULTS.md) misses the second row
-        assert got == [True, False, False, False]
-    else:
-        assert got == [True, True, False, False]
+    assert got == [True, True, False, False]  # (an unclipped learned seed 0, at 0.940 in range, missed the second)
 
 
 @committed
@@ -179,7 +176,7 @@ def test_committed_results_meet_the_goals():
     results = load_results()["encodings"]
     for enc, r in results.items():
         if enc != "none":
-            assert r["val"]["hard"]["min"] >= 0.94, enc  # every seed trains in range (the weakest: 0.940)
+            assert r["val"]["hard"]["min"] >= 0.99, enc  # every seed trains in range (the weakest: 0.992)
     assert results["none"]["val"]["hard"]["max"] < 0.6   # a multiset: chance, however long it trains
     assert results["alibi"]["hard"][256]["min"] >= 0.95  # 16x the longest training length, every seed
     assert checkpoint_path("relative").exists()

@@ -295,3 +295,61 @@ def test_sortedness_explorer_errors_lengths_and_descents():
     assert "✗" in ex.message.value and ex.image.layout.display == "none"   # no stale figure under the error
     ex.custom.value = ""
     assert ex.image.layout.display == "" and "length 64" in ex.message.value
+
+
+
+def test_sortedness_explorer_names_your_sequence_and_refuses_a_bad_seed():
+    """One typed sequence is "your sequence", not "sequence 0"; a seed that is not a whole number
+    is refused in the widget (an IntText silently showed seed 0's sample instead)."""
+    from attnkit.sortedness import load_classifier
+    from attnkit.ui.sortedness_plots import SortednessExplorer
+    ex = SortednessExplorer({"alibi": load_classifier("alibi")})
+    ex.custom.value = "3 5 999"
+    assert "your sequence holds 999" in ex.message.value and "sequence 0" not in ex.message.value
+    ex.custom.value = ""
+    for bad in ("abc", "1.5", "-2", ""):
+        ex.seed.value = bad
+        assert "✗" in ex.message.value and "seed" in ex.message.value, (bad, ex.message.value)
+        assert ex.image.layout.display == "none"
+    ex.seed.value = " 7 "
+    assert "hard sample, seed 7" in ex.message.value and ex.image.layout.display == ""
+
+
+def test_ablation_explorer_consistent_after_bursts_of_clicks(ablation, monkeypatch):
+    """60 bursts of 10 clicks on random heads, from several threads at once (as a kernel may
+    deliver them): once each burst settles, every toggle is drawn as it is (red ✕ exactly when
+    pressed), and the result shown is a fresh measurement of exactly the pressed heads."""
+    import threading
+    import time
+    measure = ablation.measure
+
+    def slow(*args):  # a wider window for a click to arrive mid-measurement
+        time.sleep(0.005)
+        return measure(*args)
+    monkeypatch.setattr(ablation, "measure", slow)
+    ablation.set_removed([])
+    rng = np.random.default_rng(0)
+    heads = list(ablation.toggles)
+    for burst in range(60):
+        picks = [heads[i] for i in rng.choice(len(heads), 10)]
+        barrier = threading.Barrier(len(picks))
+
+        def click(head):
+            barrier.wait()
+            t = ablation.toggles[head]
+            t.value = not t.value
+        threads = [threading.Thread(target=click, args=(h,)) for h in picks]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        ablation._serial.wait()
+        pressed = ablation.removed
+        drawn = [h for h, t in ablation.toggles.items() if t.button_style == "danger"]
+        crossed = [h for h, t in ablation.toggles.items() if t.description.startswith("✕")]
+        assert drawn == pressed == crossed, (burst, pressed, drawn, crossed)
+        assert ablation.result["removed"] == pressed, (burst, ablation.result["removed"], pressed)
+        fresh = measure(pressed, ablation.mode.value, ablation.problem.value)
+        assert ablation.result["exact_match"] == fresh["exact_match"], burst
+        assert f"removed (zero ablation): {', '.join(pressed) or 'none'}</div>" in ablation.output.value, burst
+    ablation.set_removed([])

@@ -78,13 +78,18 @@ class AblationExplorer:
                                        layout=W.Layout(width="76px"))
                     t.add_class("attnkit-head-toggle")
                     t.add_class("attnkit-head-" + head.replace(".", "-"))
-                    t.observe(self._on_change, names="value")
+                    # restyled first, then measured: the measurement that follows a click always
+                    # restyles after that click's own restyle (see _measure)
                     t.observe(self._restyle, names="value")
+                    t.observe(self._on_change, names="value")
                     self.toggles[head] = t
                     buttons.append(t)
                 blocks.append(W.HBox(buttons, layout=W.Layout(margin="0 14px 0 0")))
             rows.append(W.HBox(blocks))
-        self.mode = W.ToggleButtons(options=list(MODES), value=mode, description="ablation",
+        # The label is a widget of its own, beside the buttons in a row that does not wrap: as the
+        # buttons' own description it was drawn above them (JupyterLab, 1400 px window).
+        self.mode = W.ToggleButtons(options=list(MODES), value=mode, style={"button_width": "70px"},
+                                    layout=W.Layout(width="auto"),
                                     tooltips=["a removed head outputs z = 0",
                                               "a removed head outputs its mean z over the held-out set"])
         self.problem = W.Text(value=problem, description="problem", continuous_update=False,
@@ -96,19 +101,27 @@ class AblationExplorer:
                              (self.reset, "ablation-reset"), (self.output, "ablation-result"),
                              (self.message, "ablation-message")]:
             widget.add_class(f"attnkit-{name}")
+        mode_row = W.HBox([W.Label("ablation", layout=W.Layout(width="auto", margin="0 4px 0 0")), self.mode],
+                          layout=W.Layout(align_items="center", flex_flow="row nowrap"))
+        mode_row.add_class("attnkit-ablation-mode-row")
         self.mode.observe(self._on_change, names="value")
         self.problem.observe(self._on_change, names="value")
         self.reset.on_click(lambda _: self.set_removed([]))
         self.widget = W.VBox([W.HTML("<b>click a head to remove it</b> (red ✕ = removed)"), *rows,
-                              W.HBox([self.mode, self.problem, self.reset]), self.message, self.output])
+                              W.HBox([mode_row, self.problem, self.reset]), self.message, self.output])
         self.widget.add_class("attnkit-ablation-explorer")
 
     @staticmethod
     def _restyle(change) -> None:
+        """Drawn at once on a click; _measure draws every toggle again from the state it measures."""
+        AblationExplorer._draw(change["owner"], change["owner"].value)
+
+    @staticmethod
+    def _draw(t, removed: bool) -> None:
         """A removed head is red and crossed out, not merely a darker grey."""
-        t, name = change["owner"], change["owner"].description.lstrip("✕ ")
-        t.button_style = "danger" if change["new"] else ""
-        t.description = f"✕ {name}" if change["new"] else name
+        name = t.description.lstrip("✕ ")
+        t.button_style = "danger" if removed else ""
+        t.description = f"✕ {name}" if removed else name
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
@@ -161,7 +174,15 @@ class AblationExplorer:
             self._active += 1
             self.most_at_once = max(self.most_at_once, self._active)
         try:
-            result = self.measure(self.removed, self.mode.value, self.problem.value)
+            # One snapshot of the toggles, drawn and measured. Clicks on other kernel threads can
+            # run their observers in any order (one of them may be this measurement's own), so a
+            # toggle drawn from its click alone could end red while off; every click is followed
+            # by a measurement that starts after it, and the last one draws the final state.
+            state = {h: t.value for h, t in self.toggles.items()}
+            for h, t in self.toggles.items():
+                self._draw(t, state[h])
+            removed = [h for h, on in state.items() if on]
+            result = self.measure(removed, self.mode.value, self.problem.value)
             self.evaluations += 1
             if not stale():  # a newer request runs next: show only its result
                 self.result = result

@@ -10,6 +10,9 @@ import numpy as np
 from ..interp.ablation import THRESHOLD_POINTS
 from ..interp.roles import KINDS
 from ..interp.studies import CARRY_GROUPS
+from .figure_policy import SMALLEST_PT as SMALL
+
+WIDTH = 9.2  # inches: 920 px at 100 dpi, within JupyterLab's output area (figure_policy)
 
 
 def head_table(results: dict):
@@ -45,7 +48,7 @@ def plot_drops(results: dict):
     """Bar chart: each head's drop when removed alone, both modes, in the zero-mode order."""
     modes = list(results["modes"])
     order = results["modes"][modes[0]]["single_head"]["ranking"]
-    fig = _figure(11, 4)
+    fig = _figure(WIDTH, 4.6)
     ax = fig.add_subplot()
     width = 0.8 / len(modes)
     for i, mode in enumerate(modes):
@@ -53,12 +56,12 @@ def plot_drops(results: dict):
         ax.bar(np.arange(len(order)) + (i - (len(modes) - 1) / 2) * width, drops, width, label=f"{mode} ablation")
     ax.axhline(THRESHOLD_POINTS, color="k", ls="--", lw=1, label=f"{THRESHOLD_POINTS:g}-point line: critical above")
     ax.set_yscale("symlog", linthresh=1)
-    ax.set_xticks(range(len(order)), order, rotation=60, ha="right", fontsize=8)
+    ax.set_xticks(range(len(order)), order, rotation=90, fontsize=SMALL)  # upright labels would overlap
     ax.set_xlabel("head removed (kind.layer.head)")
     ax.set_ylabel("drop in greedy exact match (points, symlog)")
     ax.set_title(f"Single-head ablation: drop from the {100 * results['baseline']:.2f} % baseline "
                  f"({results['n_test']} held-out problems)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=SMALL)
     return fig
 
 
@@ -67,7 +70,7 @@ def plot_drop_heatmaps(results: dict):
     modes = list(results["modes"])
     drops = {m: results["modes"][m]["single_head"]["drop_points"] for m in modes}
     top = max(max(d.values()) for d in drops.values()) or 1.0
-    fig = _figure(12, 2.2 * len(modes) + 0.8)
+    fig = _figure(WIDTH, 2.3 * len(modes) + 0.9)
     axes = fig.subplots(len(modes), len(KINDS), squeeze=False)
     for r, mode in enumerate(modes):
         for c, kind in enumerate(KINDS):
@@ -78,21 +81,21 @@ def plot_drop_heatmaps(results: dict):
             ax = axes[r, c]
             image = ax.imshow(grid, cmap="Reds", vmin=0, vmax=top, aspect="auto")
             for (L, H), v in np.ndenumerate(grid):
-                ax.text(H, L, f"{v:.2f}", ha="center", va="center", fontsize=8,
+                ax.text(H, L, f"{v:.1f}" if v >= 10 else f"{v:.2f}", ha="center", va="center", fontsize=SMALL,
                         color="white" if v > 0.6 * top else "black")
-            ax.set_xticks(range(n_heads), [f"head {H}" for H in range(n_heads)], fontsize=8)
-            ax.set_yticks(range(n_layers), [f"layer {L}" for L in range(n_layers)], fontsize=8)
-            ax.set_title(f"{kind} — {mode} ablation", fontsize=9)
+            ax.set_xticks(range(n_heads), [f"h{H}" for H in range(n_heads)], fontsize=SMALL)
+            ax.set_yticks(range(n_layers), [f"layer {L}" for L in range(n_layers)], fontsize=SMALL)
+            ax.set_title(f"{kind} — {mode}", fontsize=10)
     fig.colorbar(image, ax=axes, label="drop (points)")
-    fig.suptitle("Drop in greedy exact match when one head is removed (layers × heads)")
+    fig.suptitle("Drop in greedy exact match (points) when one head is removed (layers × heads h0–h3)")
     return fig
 
 
 def plot_pruning_curves(results: dict):
     """Accuracy vs number of heads removed jointly (greedy order), both modes: the whole
     curve, and a close-up of where it crosses the 1-point line."""
-    fig = _figure(12, 4.5)
-    whole, close = fig.subplots(1, 2, width_ratios=(3, 2))
+    fig = _figure(WIDTH, 8)
+    whole, close = fig.subplots(2, 1, height_ratios=(3, 2))  # one above the other: each readable
     zoom = max(len(r["joint_pruning"]["accuracy_full"]) for r in results["modes"].values())
     for ax in (whole, close):
         for i, (mode, r) in enumerate(results["modes"].items()):
@@ -106,11 +109,11 @@ def plot_pruning_curves(results: dict):
         ax.axhline(100 * results["baseline"] - THRESHOLD_POINTS, color="k", ls="--", lw=1,
                    label=f"baseline − {THRESHOLD_POINTS:g} point")
         ax.set_ylabel("greedy exact match (%)")
-    whole.set_xlabel("heads removed together (each time the one whose removal hurts least)", fontsize=9)
-    close.set_xlabel("heads removed together", fontsize=9)
+    whole.set_xlabel("heads removed together (each time the one whose removal hurts least)")
+    close.set_xlabel("heads removed together")
     whole.set_ylim(0, 101)
     whole.set_title("Joint pruning curve")
-    whole.legend(fontsize=8, loc="lower left")
+    whole.legend(fontsize=SMALL, loc="lower left")
     low = min(min(r["joint_pruning"]["accuracy_full"]) for r in results["modes"].values())
     close.set_xlim(-0.3, zoom - 0.7)
     close.set_ylim(100 * low - 1, 100.3)
@@ -122,7 +125,7 @@ def plot_importance(results: dict):
     """Gradient importance against the ablation drop: raw and normalised per layer (columns),
     per mode (rows)."""
     modes = list(results["modes"])
-    fig = _figure(11, 4 * len(modes))
+    fig = _figure(WIDTH, 4 * len(modes))
     axes = fig.subplots(len(modes), 2, squeeze=False)
     for row, mode in zip(axes, modes):
         r = results["modes"][mode]
@@ -133,12 +136,14 @@ def plot_importance(results: dict):
                 heads = [h for h in drop if h.startswith(kind + ".")]
                 ax.scatter([score[h] for h in heads], [drop[h] for h in heads], marker=marker, label=kind)
             for i, h in enumerate(r["single_head"]["ranking"][:4]):
-                ax.annotate(h, (score[h], drop[h]), fontsize=8, xytext=(4, -9 * (i % 2)), textcoords="offset points")
+                # names in a column at the top left, a line to each point: never on top of each other
+                ax.annotate(h, (score[h], drop[h]), xytext=(0.03, 0.93 - 0.08 * i), textcoords="axes fraction",
+                            fontsize=SMALL, va="top", arrowprops=dict(arrowstyle="-", lw=0.6, color="grey"))
             ax.set_yscale("symlog", linthresh=1)
             ax.set_xlabel(f"gradient importance |∂L/∂gate| ({'raw' if scale == 'raw' else 'normalised per layer'})")
             ax.set_ylabel("ablation drop (points, symlog)")
             rho = r["importance_vs_ablation"][f"spearman_{scale}"]
             ax.set_title(f"{mode} mode, {scale}: Spearman ρ = {rho:.2f}", fontsize=10)
-            ax.legend(fontsize=8, loc="lower right")
+            ax.legend(fontsize=SMALL, loc="lower right")
     fig.suptitle("Does gradient importance predict what ablation measures?")
     return fig

@@ -83,6 +83,10 @@ def call(fn: Callable, *args, context: str = "", advice: Sequence[tuple[str, str
             warnings.simplefilter("ignore")
             return fn(*args, **kwargs)
     except NotImplementedError:
+        broken = _last_cell_error()
+        if broken:  # the learner's new solution never ran: the stub from before is still defined
+            raise Hint(f"the last cell you ran stopped with {broken}, so your solution is not defined yet "
+                       "(the stub from before still is) — fix that cell and run it again") from None
         raise NotDone("not implemented yet — fill in the stub above") from None
     except Exception as e:
         first = (str(e).strip().splitlines() or [""])[0]
@@ -94,6 +98,21 @@ def call(fn: Callable, *args, context: str = "", advice: Sequence[tuple[str, str
         else:
             hint += next((f" — {meaning}" for fragment, meaning in advice if fragment in first), "")
         raise Hint(hint) from None
+
+
+def _last_cell_error() -> str:
+    """In a notebook: the error the previously run cell stopped with ("" if none, or if that was
+    a stub's NotImplementedError). A solution cell with a SyntaxError defines nothing new."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return ""
+    shell = get_ipython()
+    result = getattr(shell, "last_execution_result", None)
+    error = result is not None and (result.error_before_exec or result.error_in_exec)
+    if not error or isinstance(error, NotImplementedError):
+        return ""
+    return first_line(error)
 
 
 def as_tensor(x, what: str, shape: tuple, names: str = "") -> Tensor:

@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from ..interp.patching import patch_heads
 from .plotting import png_bytes
 from .widget_tools import DISPLAY_DPI, Serial, error_html, hide_image, show_image
+from .figure_policy import SMALLEST_PT as SMALL
 
 PATCH_CMAP = "RdBu"  # blue: the patch restores the clean answer; red: it pushes away from it
 
@@ -26,7 +27,7 @@ def _panel(fig, ax, values: np.ndarray, x_labels, y_labels, title: str, vmax: fl
     ax.set_title(title, fontsize=10)
     for (i, j), v in np.ndenumerate(values):
         if abs(v) >= 0.1:
-            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=8,
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=SMALL,
                     color="white" if abs(v) > 0.6 * vmax else "black")
     return image
 
@@ -39,7 +40,7 @@ def plot_head_patching(effects: dict, labels: dict, title: str = "activation pat
     vmax = vmax or max(0.1, max(float(np.nanmax(np.abs(e))) for e in effects.values()))
     cols = 2 if len(names) > 2 else len(names)
     rows = -(-len(names) // cols)
-    fig = Figure(figsize=(4.6 * cols + 0.8, 2.3 * rows + 0.9), layout="constrained")
+    fig = Figure(figsize=(4.2 * cols + 0.8, 2.5 * rows + 0.9), layout="constrained")  # ≤ 9.2 in: not shrunk
     axes = fig.subplots(rows, cols, squeeze=False)
     image = None
     for ax, name in zip(axes.flat, names):
@@ -49,7 +50,7 @@ def plot_head_patching(effects: dict, labels: dict, title: str = "activation pat
         x += [str(i) for i in range(len(x), values.shape[1])]
         if side == "dec":  # a decoder position reads token t and writes the next one
             out = list(labels.get("out", []))
-            x = [f"{t}→{out[i]}" if i < len(out) else t for i, t in enumerate(x)]
+            x = [f"{t}\n→{out[i]}" if i < len(out) else t for i, t in enumerate(x)]  # two lines: no overlap
         image = _panel(fig, ax, values, x, [f"head {h}" for h in range(values.shape[0])], name, vmax)
         ax.set_xlabel("query position (token)" if side == "enc" else "decoder position (reads → writes)", fontsize=9)
     for ax in list(axes.flat)[len(names):]:
@@ -64,8 +65,9 @@ def plot_residual_patching(residual: dict, labels: dict, title: str = "where the
     """Rows: the residual stream after each layer (encoder, the memory, decoder); columns: positions."""
     enc = [n for n in residual if n.startswith("enc.") or n == "hook_memory"]
     dec = [n for n in residual if n.startswith("dec.")]
-    fig = Figure(figsize=(10, 1.4 + 0.45 * max(len(enc), len(dec))), layout="constrained")
-    axes = fig.subplots(1, 2, width_ratios=[max(1, len(labels.get("enc", []))), max(1, len(labels.get("dec", [])))])
+    fig = Figure(figsize=(8.8, 1.6 + 0.45 * max(len(enc), len(dec))), layout="constrained")
+    # decoder labels ("t\n→u") are wider than the source's digits
+    axes = fig.subplots(1, 2, width_ratios=[max(1, len(labels.get("enc", []))), 1.6 * max(1, len(labels.get("dec", [])))])
     vmax = max(0.1, max(float(np.abs(v).max()) for v in residual.values()))
     image = None
     for ax, names, side in ((axes[0], enc, "enc"), (axes[1], dec, "dec")):
@@ -78,7 +80,7 @@ def plot_residual_patching(residual: dict, labels: dict, title: str = "where the
         rows = [n.replace(".hook_resid_post", " (after layer)").replace("hook_memory", "memory") for n in names]
         if side == "dec":  # a decoder position reads token t and writes the next one
             out = list(labels.get("out", []))
-            x = [f"{t}→{out[i]}" if i < len(out) else t for i, t in enumerate(x)]
+            x = [f"{t}\n→{out[i]}" if i < len(out) else t for i, t in enumerate(x)]
         image = _panel(fig, ax, values, x, rows, "encoder" if side == "enc" else "decoder", vmax)
         ax.set_xlabel("source position (token)" if side == "enc" else "decoder position (reads → writes)", fontsize=9)
     fig.colorbar(image, ax=axes, label="normalised effect", shrink=0.9)

@@ -26,6 +26,7 @@ from matplotlib.figure import Figure
 
 from ..adder.data import PAD, tokens
 from ..interp.roles import KIND_NAMES, MEASURES, measure_masks
+from .figure_policy import SMALLEST_PT
 
 QUERY_LABEL = "query (attending) ↓"
 KEY_LABEL = "key (attended to) →"
@@ -44,8 +45,8 @@ def save_figure(fig: Figure, path) -> Path:
     return path
 
 
-SCREEN_DPI = 96  # widgets show PNGs pixel for pixel; 8 pt text (the smallest used) is then 10.7 px
-SMALL = 8        # points: the smallest text in any figure (cell weights, notes, grid ticks)
+SCREEN_DPI = 96  # widgets show PNGs pixel for pixel; 9 pt text (the smallest used) is then 12 px
+SMALL = SMALLEST_PT  # points: the smallest text in any figure (cell weights, notes, grid ticks)
 
 
 def png_bytes(fig: Figure, dpi: int = SCREEN_DPI) -> bytes:
@@ -153,9 +154,9 @@ def heatmap_grid(patterns, q_tokens: Sequence[str], k_tokens: Sequence[str], tit
     n_rows, n_cols = patterns.shape[:2]
     # Sizes in inches: panels scale with the token counts, margins with the longest label. Kept
     # narrow enough that a 4-head grid fits JupyterLab's ~960 px output without being shrunk.
-    cell = cell or (0.27 if annotate else 0.24)
-    panel_w, panel_h, gap_w, gap_h = cell * len(k_tokens) + 0.12, 0.26 * len(q_tokens) + 0.12, 0.2, 0.45
-    left = 0.45 + 0.085 * max(len(str(t)) for t in q_tokens)
+    cell = cell or (0.38 if annotate else 0.24)  # room for "0.23" at 9 pt and a gap
+    panel_w, panel_h, gap_w, gap_h = cell * len(k_tokens) + 0.12, 0.28 * len(q_tokens) + 0.12, 0.2, 0.5
+    left = 0.45 + 0.095 * max(len(str(t)) for t in q_tokens)
     right, top, bottom = 0.8, 0.75, 0.75
     width = left + n_cols * panel_w + (n_cols - 1) * gap_w + right
     height = top + n_rows * panel_h + (n_rows - 1) * gap_h + bottom
@@ -172,13 +173,13 @@ def heatmap_grid(patterns, q_tokens: Sequence[str], k_tokens: Sequence[str], tit
             fig.attnkit_panels.append(panel)
             image = panel.image
             panel.set_title(" ".join(t for t in ((row_titles or [""] * n_rows)[r],
-                                                 (col_titles or [""] * n_cols)[c]) if t), 8)
+                                                 (col_titles or [""] * n_cols)[c]) if t), SMALL)
             ax.tick_params(labelsize=SMALL)
             ax.xaxis.set_label_coords(0.5, 0)  # the panels' own axis labels are empty: skip placing them
             ax.yaxis.set_label_coords(0, 0.5)
-    fig.supxlabel(KEY_LABEL, fontsize=9, y=0.3 / height)
-    fig.supylabel(QUERY_LABEL, fontsize=9, x=0.08 / width)
-    fig.suptitle(title, fontsize=10, y=1 - 0.08 / height, va="top")
+    fig.supxlabel(KEY_LABEL, fontsize=10, y=0.3 / height)
+    fig.supylabel(QUERY_LABEL, fontsize=10, x=0.08 / width)
+    fig.suptitle(title, fontsize=11, y=1 - 0.08 / height, va="top")
     fig.colorbar(image, cax=fig.add_axes((1 - (right - 0.2) / width, bottom / height, 0.12 / width,
                                           1 - (top + bottom) / height)), label="weight", ticks=[0, vmax / 2, vmax])
     fig.attnkit_note = fig.text(0.05 / width, 0.05 / height, note or "", fontsize=SMALL, color="#555555",
@@ -288,11 +289,11 @@ class AttentionPlot:
                 fig = heatmap_grid(pattern[None], v["q_tokens"], v["k_tokens"], title=title, col_titles=col_titles,
                                    masked=v["masked"], outline=v["outline"], note=v["note"])
             else:
-                fig.suptitle(title, fontsize=10)
+                fig.suptitle(title, fontsize=11)
                 fig.attnkit_note.set_text(v["note"])
                 for panel, p, t in zip(fig.attnkit_panels, pattern, col_titles):
                     panel.update(p, v["q_tokens"], v["k_tokens"], v["masked"], v["outline"])
-                    panel.set_title(t, 8)
+                    panel.set_title(t, SMALL)
         else:
             title = f"{kind}.{layer}.{head}: {name}, head {head}{suffix}"
             if fig is None:

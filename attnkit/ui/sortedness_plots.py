@@ -13,6 +13,7 @@ import torch
 
 from ..core.positional import ENCODINGS, sinusoidal_table
 from ..core.runtime import model_device
+from .figure_policy import SMALLEST_PT as SMALL
 from .plotting import heatmap_grid, png_bytes
 from .widget_tools import Serial, hide_image, show_image
 from ..sortedness import NEGATIVES, TRAIN_LENGTHS, SortednessClassifier, labelled_set, validate
@@ -26,7 +27,7 @@ def plot_curves(results: dict, encodings: Sequence[str] = ENCODINGS, title: str 
     """Accuracy against length for each encoding: mean over seeds, band = min … max over seeds.
     Curves that coincide (ALiBi and relative both at 1.0; three at exactly 0.5) stay visible:
     each encoding has its own marker and is shifted sideways a little (log axis: a few percent)."""
-    fig, axes = plt.subplots(1, 2, figsize=(9.6, 4.2), sharey=True)  # 960 px at 100 dpi: not shrunk
+    fig, axes = plt.subplots(1, 2, figsize=(9.2, 4.4), sharey=True)  # 920 px at 100 dpi: not shrunk
     for ax, neg in zip(axes, NEGATIVES):
         for i, enc in enumerate(encodings):
             curve = results[enc][neg]
@@ -45,7 +46,7 @@ def plot_curves(results: dict, encodings: Sequence[str] = ENCODINGS, title: str 
         ax.set_title(f"{neg} negatives" + (" (one adjacent swap)" if neg == "hard" else " (random shuffles)"))
     axes[0].set_ylabel("balanced accuracy (0.5 = chance)")
     axes[0].set_ylim(0.4, 1.04)
-    axes[1].legend(loc="lower left", fontsize=9)
+    axes[1].legend(loc="center right", fontsize=9)  # the empty band between 1.0 and 0.5
     fig.suptitle(title or "Extrapolation: trained on lengths 8–16, tested to 256\n"
                  "(band: min–max over seeds; curves shifted sideways a little so that coinciding ones show)",
                  fontsize=11)
@@ -98,14 +99,14 @@ def plot_position_term(scores: np.ndarray, title: str, boundary: Optional[int] =
 
 def plot_position_tables(learned: torch.Tensor, d_model: int = 64) -> plt.Figure:
     """The learned table (rows = positions; rows ≥ 16 never trained) beside the sinusoidal one."""
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, axes = plt.subplots(2, 1, figsize=(9.2, 7.6))  # one above the other: wide enough to read
     tables = [("learned table (trained model)", learned.detach().cpu().numpy()),
               ("sinusoidal table", sinusoidal_table(len(learned), d_model).numpy())]
     for ax, (name, table) in zip(axes, tables):
         im = _heatmap(ax, table.T, name, "position", "dimension")
         fig.colorbar(im, ax=ax, fraction=0.04)
         ax.axvline(TRAIN_MAX - 0.5, color="black", lw=1.5)
-        ax.text(TRAIN_MAX + 2, 2, "positions ≥ 16: never in training", fontsize=8, va="top",
+        ax.text(TRAIN_MAX + 2, 2, "positions ≥ 16: never in training", fontsize=SMALL, va="top",
                 bbox=dict(facecolor="white", alpha=0.8, lw=0))
     fig.tight_layout()
     return fig
@@ -113,7 +114,7 @@ def plot_position_tables(learned: torch.Tensor, d_model: int = 64) -> plt.Figure
 
 def plot_position_similarity(tables: dict[str, torch.Tensor]) -> plt.Figure:
     """PE(i)·PE(j) for each absolute table: a band along the diagonal means "nearby looks alike"."""
-    fig, axes = plt.subplots(1, len(tables), figsize=(5.2 * len(tables), 4.5), squeeze=False)
+    fig, axes = plt.subplots(1, len(tables), figsize=(4.6 * len(tables), 4.2), squeeze=False)
     for ax, (name, table) in zip(axes[0], tables.items()):
         t = table.detach().cpu().float()
         im = _heatmap(ax, (t @ t.T).numpy(), f"{name}: PE(i)·PE(j)", "position j", "position i")
@@ -132,8 +133,12 @@ def plot_token_scores(models: dict[str, SortednessClassifier], length: int = 64,
     rng = np.random.default_rng([seed, length])
     rows, _, kind = labelled_set(rng, n, n, 0, length)
     rows = np.stack(rows)
-    fig, axes = plt.subplots(1, len(models), figsize=(3.3 * len(models), 3.4), sharey=True, squeeze=False)
-    for ax, (enc, model) in zip(axes[0], models.items()):
+    cols = min(3, len(models))  # small multiples in rows of three: 920 px wide at most
+    n_rows = -(-len(models) // cols)
+    fig, axes = plt.subplots(n_rows, cols, figsize=(3.07 * cols, 2.9 * n_rows + 0.5), sharey=True, squeeze=False)
+    for ax in axes.flat[len(models):]:
+        ax.set_visible(False)
+    for ax, (enc, model) in zip(axes.flat, models.items()):
         scores = run_batch(model, rows)[1]                                  # (2n, L)
         pos = np.arange(length)
         ax.plot(pos, scores[kind == 0].mean(0), color="tab:blue", label="sorted: mean")
@@ -145,9 +150,10 @@ def plot_token_scores(models: dict[str, SortednessClassifier], length: int = 64,
         ax.axvspan(0, TRAIN_MAX - 0.5, color="grey", alpha=0.15)
         ax.set(title=enc, xlabel="position")
         ax.set_yscale("symlog", linthresh=1)
-    axes[0][0].set_ylabel('violation score (> 0: "unsorted")')
-    axes[0][-1].legend(fontsize=8, loc="lower right")
-    fig.suptitle(f"Per-token violation scores at length {length} (grey: positions seen in training)")
+    for row in axes:
+        row[0].set_ylabel('violation score\n(> 0: "unsorted")')
+    axes[0][-1].legend(fontsize=SMALL, loc="lower right")
+    fig.suptitle(f"Per-token violation scores at length {length}\n(grey: positions seen in training)")
     fig.tight_layout()
     return fig
 
@@ -224,7 +230,7 @@ class SortednessExplorer:
                                    value="alibi" if "alibi" in models else list(models)[0])
         self.length = W.SelectionSlider(options=list(self.LENGTHS), value=16, description="length")
         self.kind = W.ToggleButtons(options=["sorted", "hard", "shuffle"], value="hard", description="sample")
-        self.seed = W.IntText(value=0, description="seed", layout=W.Layout(width="160px"))
+        self.seed = W.Text(value="0", description="seed", continuous_update=False, layout=W.Layout(width="160px"))
         self.custom = W.Text(value="", description="your own", continuous_update=False,
                              placeholder="values 0–99, e.g. 3 5 5 9 8, then Enter (empty: the sample above)",
                              layout=W.Layout(width="95%"), style={"description_width": "70px"})
@@ -256,14 +262,29 @@ class SortednessExplorer:
         """The typed sequence (validated for this encoding), or else the chosen sample."""
         text = self.custom.value.strip()
         if not text:
-            return sample(self.kind.value, self.length.value, self.seed.value)
+            return sample(self.kind.value, self.length.value, self.seed_value())
         seq = []
         for part in text.replace(",", " ").split():
             try:
                 seq.append(int(part))
             except ValueError:
                 raise ValueError(f"{part!r} is not a whole number; type values 0–99 separated by spaces") from None
-        return validate([seq], self.models[self.encoding.value].max_len)[0]
+        try:
+            return validate([seq], self.models[self.encoding.value].max_len)[0]
+        except ValueError as e:  # validate numbers the sequences of a list: here there is one, yours
+            raise ValueError(str(e).replace("sequence 0", "your sequence", 1)) from None
+
+    def seed_value(self) -> int:
+        """The seed box's number; a clear error for anything else (a Text box, not an IntText: an
+        IntText silently put 0 back for "abc", and the learner never knew which sample was shown)."""
+        text = self.seed.value.strip()
+        try:
+            seed = int(text)
+        except ValueError:
+            raise ValueError(f"seed {text!r} is not a whole number; type one, e.g. 0 or 7") from None
+        if seed < 0:
+            raise ValueError(f"seed {seed} is negative; type a whole number ≥ 0")
+        return seed
 
     def update(self, _=None) -> None:
         """Redraw for the controls' current state (from any thread: never two at once)."""
@@ -290,7 +311,7 @@ class SortednessExplorer:
         if stale():
             return
         shown = ", ".join(map(str, descents[:8])) + (f", … ({len(descents)} in all)" if len(descents) > 8 else "")
-        source = "your sequence" if self.custom.value.strip() else f"{self.kind.value} sample, seed {self.seed.value}"
+        source = "your sequence" if self.custom.value.strip() else f"{self.kind.value} sample, seed {self.seed_value()}"
         verdict = "✓ right" if (p > 0.5) == truth else "✗ wrong"
         self.message.value = (
             f"<b>{self.encoding.value}</b>, {source}, length {L}: P(sorted) = {p:.3f} → "

@@ -12,7 +12,7 @@ import threading
 from typing import Callable
 
 DISPLAY_DPI = 96  # explorer PNGs are shown at their own pixel size: 1 px of the PNG = 1 px on screen
-MIN_FONT_PT = 8   # the smallest text in an explorer figure: 8 pt at 96 dpi is 10.7 px on screen
+MIN_FONT_PT = 9   # the smallest text in an explorer figure: 9 pt at 96 dpi is 12 px on screen (figure_policy)
 
 
 def error_html(e) -> str:

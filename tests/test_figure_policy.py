@@ -1,0 +1,84 @@
+"""attnkit/ui/figure_policy.py: its checks catch what they name, and the explorers' figures pass it.
+(Every figure the notebooks show is checked while they run under nbval: the root conftest.py.)"""
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from attnkit.ui import figure_policy as policy
+from attnkit.ui.widget_tools import DISPLAY_DPI
+
+
+def plain(width=6.0, fontsize=10):
+    fig = Figure(figsize=(width, 3))
+    ax = fig.add_axes((0.1, 0.2, 0.85, 0.65))
+    ax.plot([0, 1], [0, 1])
+    ax.set_title("a title", fontsize=fontsize)
+    ax.set_xlabel("x", fontsize=fontsize)
+    ax.tick_params(labelsize=fontsize)
+    return fig
+
+
+def test_a_plain_figure_passes():
+    assert policy.problems(plain()) == []
+
+
+def test_too_wide_for_the_output_area():
+    width = 12.0  # 1,200 px, about 1,050 once cropped to what it draws
+    found = policy.problems(plain(width), dpi=100)
+    assert any("would be shrunk" in p for p in found), found
+    assert policy.problems(plain(width), dpi=100, tight=False)
+    assert not any("shrunk" in p for p in policy.problems(plain(9.0), dpi=100))
+
+
+def test_text_too_small():
+    found = policy.problems(plain(fontsize=8), dpi=100)  # 11.1 px
+    assert any("below 12 px" in p for p in found), found
+    assert policy.problems(plain(fontsize=9), dpi=96) == []  # 12 px exactly
+
+
+def test_overlapping_and_touching_texts():
+    fig = plain()
+    ax = fig.axes[0]
+    ax.text(0.5, 0.5, "0.23", fontsize=10)
+    ax.text(0.52, 0.5, "0.08", fontsize=10)
+    assert any("overlap" in p for p in policy.problems(fig)), policy.problems(fig)
+    crowded = plain()
+    crowded.axes[0].set_xticks(np.linspace(0, 1, 40), [f"label {i}" for i in range(40)])
+    assert any("overlap" in p for p in policy.problems(crowded))
+
+
+def test_text_cut_off_by_its_axes():
+    fig = plain()
+    fig.axes[0].text(0.98, 0.5, "a long note past the edge", fontsize=10, clip_on=True)
+    assert any("cut off" in p for p in policy.problems(fig)), policy.problems(fig)
+
+
+@pytest.fixture(scope="module")
+def adder():
+    import attnkit
+    return attnkit.load_pretrained("adder")
+
+
+def test_attention_explorer_figures(adder, one_thread):
+    from attnkit.ui.plotting import AttentionPlot
+    from attnkit.ui.widgets import AttentionExplorer
+    a, b = np.array([5, 663, 999]), np.array([299, 497, 1])
+    ex = AttentionExplorer(adder, a, b)
+    for kind in ("enc.self", "dec.self", "dec.cross"):
+        for head in (None, 0):
+            fig = AttentionPlot().figure(ex.cache, 1, kind, 1, head)
+            assert policy.problems(fig, DISPLAY_DPI, tight=False) == [], (kind, head)
+
+
+def test_patching_and_sortedness_explorer_figures(adder, one_thread):
+    import attnkit
+    from attnkit.interp import patching
+    from attnkit.ui.patching_view import plot_head_patching
+    from attnkit.ui.sortedness_plots import SortednessExplorer, plot_attention, sample
+    result = patching.patch_heads(adder, "125+137", "125+134")
+    fig = plot_head_patching({n: np.nan_to_num(e[:, :, 1]) for n, e in result.by_output.items()}, result.labels)
+    assert policy.problems(fig, DISPLAY_DPI) == []
+    model = attnkit.load_pretrained("sortedness-alibi")
+    seq = sample("hard", 64)
+    fig = plot_attention(model, seq, window=(0, SortednessExplorer.WINDOW), cell=0.22)
+    assert policy.problems(fig, DISPLAY_DPI, tight=False) == []
