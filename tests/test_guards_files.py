@@ -379,3 +379,15 @@ def test_kit_file_kind_tells_the_kits_files_from_others(tmp_path):
     np.save(tmp_path / "x.npy", np.zeros(2))
     assert journal.kit_file_kind(tmp_path / "x.npy") == "neither a .pt nor a .json file"
     assert journal.kit_file_kind(tmp_path / "missing.pt") == "missing"
+
+
+def test_the_grade_table_gets_the_users_umask(tmp_path):
+    """A course group reads the gradebook: the CSV is 0o666 less the umask, not mkstemp's 0o600."""
+    from attnkit.course.grading import Row, write_csv
+    old = os.umask(0o022)
+    try:
+        write_csv([Row("a.ipynb", "01-attention", True, "✅ passed")], tmp_path / "grades.csv")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "grades.csv").stat().st_mode & 0o777 == 0o644
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left

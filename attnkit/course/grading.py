@@ -20,7 +20,6 @@ import select
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from typing import Iterable, Optional
 import nbformat
 
 from ..resources import notebooks_dir
+from ..core.journal import atomic_write
 from .check_process import TAMPERED
 from .editions import check_cells, exercise_ids
 
@@ -230,15 +230,8 @@ def write_csv(rows: Iterable[Row], path) -> None:
     writer.writerow(HEADER)
     for row in rows:
         writer.writerow([row.learner_file, row.exercise, "yes" if row.passed else "no", row.line])
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(buffer.getvalue())
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    # mode 0o666 less the umask (a course group can read it), unlike mkstemp's 0o600
+    atomic_write(Path(path), buffer.getvalue().encode("utf-8"))
 
 
 def summary(rows: list[Row]) -> str:
