@@ -84,6 +84,9 @@ def main(argv=None) -> None:
     grade.add_argument("--jobs", type=int, default=1, help="notebooks graded at once (default 1; one per core)")
     grade.add_argument("--regrade", action="store_true",
                        help="grade again the notebooks already in --csv (by default a re-run skips them)")
+    grade.add_argument("--no-preflight", action="store_true",
+                       help="skip the check that the checking process imports this kit and that the course's "
+                            "own solutions pass (done before grading anyone)")
     args = parser.parse_args(argv)
     if args.command != "grade":  # the grader handles its own signals (course/grading.py)
         handle_stop_signals()
@@ -176,7 +179,7 @@ def _grade(parser, args) -> None:
     from pathlib import Path
     from tqdm.auto import tqdm
     from .core.outputs import check_output_file
-    from .course.grading import grade_notebook, read_csv, stop_all, summary, write_csv
+    from .course.grading import PreflightError, grade_notebook, preflight, read_csv, stop_all, summary, write_csv
     if not math.isfinite(args.cell_timeout) or args.cell_timeout < 1:
         parser.error(f"--cell-timeout must be a finite number of seconds, at least 1, got {args.cell_timeout:g}")
     if args.jobs < 1:
@@ -191,6 +194,17 @@ def _grade(parser, args) -> None:
     rows = [r for r in kept if r.learner_file not in set(map(str, todo))]
     if len(todo) < len(args.notebooks):
         print(f"{len(args.notebooks) - len(todo)} notebook(s) already in {out} kept (--regrade grades them again)")
+    if todo and not args.no_preflight:
+        try:
+            print("pre-flight: the checking process's attnkit and the course's own solutions ...", flush=True)
+            preflight(todo, args.cell_timeout, jobs=args.jobs)
+        except PreflightError as e:
+            say(f"pre-flight failed, nobody was graded: {e}")
+            sys.exit(2)
+        except KeyboardInterrupt:
+            stop_all()
+            say("\ninterrupted during the pre-flight: nobody was graded, nothing was written")
+            sys.exit(INTERRUPTED)
     # Each notebook's rows are written as soon as it is graded (the table is replaced atomically).
     pool = ThreadPoolExecutor(max_workers=args.jobs)
     try:
