@@ -252,9 +252,9 @@ def test_ctrl_c_while_grading_stops_at_once_and_keeps_what_was_graded(tmp_path):
     write_csv([Row("earlier.ipynb", "mask", True, "✅ kept")], out)
     before = out.read_text()
     proc = subprocess.Popen([sys.executable, "-m", "attnkit", "grade", str(looping), "--csv", str(out),
-                             "--cell-timeout", "300"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, process_group=0)
-    time.sleep(8)  # the kernel is up and inside the endless cell
+                             "--cell-timeout", "300", "--no-preflight"], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, process_group=0)
+    time.sleep(8)  # the kernel is up and inside the endless cell (no pre-flight: it would be interrupted instead)
     start = time.monotonic()
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
