@@ -7,7 +7,8 @@ student edition of the course and grade what comes back.
     python -m attnkit course DIR           # a learner's own copy of the course from the installed kit
                                            # (--edition student: stubs for solutions; self-study: each
                                            # solution collapsed under its stub)
-    python -m attnkit student DIR          # the notebooks with stubs for solutions (--with-solutions:
+    python -m attnkit student DIR          # the notebooks with stubs for solutions (--no-hints: without
+                                           # the collapsible hints; --with-solutions:
                                            # each solution kept, collapsed, for self-study)
     python -m attnkit grade NOTEBOOK...    # run each in a fresh kernel: grades.csv and a summary
 
@@ -75,6 +76,8 @@ def main(argv=None) -> None:
     student.add_argument("dir", help="the folder to write (created if missing)")
     student.add_argument("--with-solutions", action="store_true",
                          help="keep each solution as a collapsed block under its stub (self-study)")
+    student.add_argument("--no-hints", action="store_true",
+                         help="leave out the collapsible hint under each exercise (checkers still name mistakes)")
     student.add_argument("--force", action="store_true", help="overwrite notebooks in DIR that differ")
     grade = sub.add_parser("grade", help="grade submitted notebooks: a CSV row per exercise and a summary")
     grade.add_argument("notebooks", nargs="+", help="the submitted .ipynb files")
@@ -160,7 +163,8 @@ def _student(parser, args) -> None:
     from .course.editions import write_student_edition
     from .course.grading import NOTEBOOKS_DIR
     try:
-        written = write_student_edition(NOTEBOOKS_DIR, args.dir, args.with_solutions, args.force)
+        written = write_student_edition(NOTEBOOKS_DIR, args.dir, args.with_solutions, args.force,
+                                        hints=not args.no_hints)
     except (ValueError, OSError) as e:
         parser.error(str(e))
     except KeyboardInterrupt as e:
@@ -170,6 +174,7 @@ def _student(parser, args) -> None:
         say(f"\ninterrupted: {done} {args.dir} (an edition is written all or nothing)")
         sys.exit(interrupted_status())
     kind = "self-study edition (solutions collapsed)" if args.with_solutions else "student edition"
+    kind += " without hints" if args.no_hints else ""
     print(f"wrote the {kind} of {len(written)} notebooks to {args.dir}")
 
 

@@ -261,3 +261,20 @@ def test_ctrl_c_while_grading_stops_at_once_and_keeps_what_was_graded(tmp_path):
     assert time.monotonic() - start < 10 and proc.returncode == 130, err
     assert f"{out} keeps the 1 notebook(s) graded so far" in err and "Traceback" not in err
     assert out.read_text() == before
+
+
+def test_student_edition_without_hints_has_no_hint_blocks_and_keeps_the_rest(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "attnkit", "student", str(tmp_path / "out"), "--no-hints"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0 and "without hints" in done.stdout, done.stderr
+    for path in COURSE:
+        with_hints, without = student_notebook(read(path)), read(tmp_path / "out" / path.name)
+        assert sum("<summary>Hint</summary>" in c.source for c in with_hints.cells) >= 3, path.name
+        assert not any("<summary>Hint</summary>" in c.source for c in without.cells), path.name
+        assert [c.cell_type for c in without.cells] == [c.cell_type for c in with_hints.cells]
+        assert exercise_ids(without) == exercise_ids(with_hints)
+        for a, b in zip(with_hints.cells, without.cells):   # only the hint blocks went
+            assert a.source == b.source or ("<summary>Hint</summary>" in a.source and b.source in a.source
+                                            and len(b.source) > 0), path.name
+    with pytest.raises(ValueError, match="cell 1: a hint block without its closing"):
+        editions.without_hints("text\n\n<details><summary>Hint</summary>\n\nno end", "cell 1")
