@@ -50,3 +50,39 @@ def test_a_course_solution_that_fails_stops_grading(tmp_path):
         preflight([submitted / "01_mask.ipynb"], 60, course_dir)
     nbformat.write(course(RIGHT), course_dir / "01_mask.ipynb")
     preflight([submitted / "01_mask.ipynb"], 60, course_dir)   # passes: no error
+
+
+DIE = "import os\nos._exit(1)  # a training demo, as far as this test is concerned"
+
+
+def course_with_demo():
+    nb = course(RIGHT)
+    nb.cells.insert(1, cell(DIE, metadata={"tags": ["skip-when-grading"]}, id="demo"))
+    nb.cells.append(cell("while True:\n    pass"))  # after the last check: no grade depends on it
+    return nb
+
+
+@pytest.mark.slow
+def test_cells_the_course_tags_are_skipped_but_not_cells_a_learner_tags(tmp_path):
+    from attnkit.course.grading import grade_notebook
+    course_dir, submitted = tmp_path / "course", tmp_path / "in"
+    course_dir.mkdir(), submitted.mkdir()
+    nbformat.write(course_with_demo(), course_dir / "01_mask.ipynb")
+
+    def grade(nb):
+        nbformat.write(nb, submitted / "01_mask.ipynb")
+        [row] = grade_notebook(submitted / "01_mask.ipynb", 20, course_dir)
+        return row
+
+    import time
+    start = time.monotonic()
+    row = grade(course_with_demo())    # the course's tagged demo and the endless cell after the last check: skipped
+    assert row.passed and time.monotonic() - start < 20, row   # 20: the endless cell would run out the limit
+    own = course_with_demo()           # a learner's own tag on a cell the course does not tag: it runs
+    own.cells.insert(2, cell(DIE, metadata={"tags": ["skip-when-grading"]}, id="mine"))
+    row = grade(own)
+    assert not row.passed and "process died" in row.line, row
+    changed = course_with_demo()       # the course's cell id with the learner's own code: it runs
+    changed.cells[1].source = DIE + "\n"
+    row = grade(changed)
+    assert not row.passed and "process died" in row.line, row

@@ -73,11 +73,27 @@ def checker_lines(outputs) -> list[str]:
     return [line for line in text.splitlines() if line.startswith(MARKS)]
 
 
-def _job(nb) -> list[dict]:
-    """The code cells to run, in order; a check cell carries its exercise id (the grade comes from it)."""
+SKIP_TAG = "skip-when-grading"
+
+
+def skipped_cells(course) -> dict:
+    """{cell id: source} of the course's cells tagged `skip-when-grading`: demos no exercise needs
+    (notebook 02's training runs). Only the course's tags count, never a submission's own."""
+    if course is None:
+        return {}
+    return {cell.get("id"): cell.source for cell in course.cells
+            if cell.cell_type == "code" and SKIP_TAG in cell.get("metadata", {}).get("tags", [])}
+
+
+def _job(nb, skip: dict = {}) -> list[dict]:  # noqa: B006 (read only)
+    """The code cells to run, in order; a check cell carries its exercise id (the grade comes from it).
+    A cell the course tags `skip-when-grading` is left out while the learner has not changed it (a
+    changed one is the learner's own code and runs)."""
     cells = []
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
+            continue
+        if cell.get("id") in skip and cell.source == skip[cell.get("id")]:
             continue
         exercise = None
         if "check" in cell.get("metadata", {}).get("tags", []):
@@ -184,11 +200,14 @@ def grade_notebook(path, cell_timeout: float = 120, notebooks_dir: Path = NOTEBO
     expected = _restore_checks(nb, course) if source else exercise_ids(nb)
     if not expected:
         return [Row(name, "(notebook)", False, "no exercises found: no cell tagged 'check'")]
-    cells = _job(nb)
+    cells = _job(nb, skipped_cells(course))
     present = {c["exercise"] for c in cells}
     # A deleted check cell: the course's runs after the learner's last cell.
     cells += [{"index": len(nb.cells), "source": cell.source, "exercise": exercise}
               for exercise, cell in (check_cells(course).items() if course else ()) if exercise not in present]
+    # What follows the last check cell cannot change any grade: it is not run.
+    last_check = max((i for i, c in enumerate(cells) if c["exercise"]), default=len(cells) - 1)
+    cells = cells[:last_check + 1]
     try:
         results, stopped, last = run_checks(cells, path.parent.resolve(), cell_timeout)
     except Exception as e:
