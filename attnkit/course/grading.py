@@ -7,7 +7,9 @@ reason; it never stops the others.
 
 When a submission is a copy of a course notebook, its check cells are first restored from the
 course's own (as nbgrader does with locked cells), so an edited checker cannot pass; an exercise
-whose check cell was deleted is checked after the learner's last cell.
+whose check cell was deleted is checked after the learner's last cell. Cells the course tags
+`skip-when-grading` (notebook 02's training demos) and everything after the last check cell are not
+run: no exercise depends on them. `preflight` checks the environment before anyone is graded.
 """
 from __future__ import annotations
 
