@@ -7,7 +7,8 @@ student edition of the course and grade what comes back.
     python -m attnkit course DIR           # a learner's own copy of the course from the installed kit
                                            # (--edition student: stubs for solutions; self-study: each
                                            # solution collapsed under its stub)
-    python -m attnkit student DIR          # the notebooks with stubs for solutions (--with-solutions:
+    python -m attnkit student DIR          # the notebooks with stubs for solutions (--no-hints: without
+                                           # the collapsible hints; --with-solutions:
                                            # each solution kept, collapsed, for self-study)
     python -m attnkit grade NOTEBOOK...    # run each in a fresh kernel: grades.csv and a summary
 
@@ -75,6 +76,8 @@ def main(argv=None) -> None:
     student.add_argument("dir", help="the folder to write (created if missing)")
     student.add_argument("--with-solutions", action="store_true",
                          help="keep each solution as a collapsed block under its stub (self-study)")
+    student.add_argument("--no-hints", action="store_true",
+                         help="leave out the collapsible hint under each exercise (checkers still name mistakes)")
     student.add_argument("--force", action="store_true", help="overwrite notebooks in DIR that differ")
     grade = sub.add_parser("grade", help="grade submitted notebooks: a CSV row per exercise and a summary")
     grade.add_argument("notebooks", nargs="+", help="the submitted .ipynb files")
@@ -84,6 +87,9 @@ def main(argv=None) -> None:
     grade.add_argument("--jobs", type=int, default=1, help="notebooks graded at once (default 1; one per core)")
     grade.add_argument("--regrade", action="store_true",
                        help="grade again the notebooks already in --csv (by default a re-run skips them)")
+    grade.add_argument("--no-preflight", action="store_true",
+                       help="skip the check that the checking process imports this kit and that the course's "
+                            "own solutions pass (done before grading anyone)")
     args = parser.parse_args(argv)
     if args.command != "grade":  # the grader handles its own signals (course/grading.py)
         handle_stop_signals()
@@ -157,7 +163,8 @@ def _student(parser, args) -> None:
     from .course.editions import write_student_edition
     from .course.grading import NOTEBOOKS_DIR
     try:
-        written = write_student_edition(NOTEBOOKS_DIR, args.dir, args.with_solutions, args.force)
+        written = write_student_edition(NOTEBOOKS_DIR, args.dir, args.with_solutions, args.force,
+                                        hints=not args.no_hints)
     except (ValueError, OSError) as e:
         parser.error(str(e))
     except KeyboardInterrupt as e:
@@ -167,6 +174,7 @@ def _student(parser, args) -> None:
         say(f"\ninterrupted: {done} {args.dir} (an edition is written all or nothing)")
         sys.exit(interrupted_status())
     kind = "self-study edition (solutions collapsed)" if args.with_solutions else "student edition"
+    kind += " without hints" if args.no_hints else ""
     print(f"wrote the {kind} of {len(written)} notebooks to {args.dir}")
 
 
@@ -176,7 +184,7 @@ def _grade(parser, args) -> None:
     from pathlib import Path
     from tqdm.auto import tqdm
     from .core.outputs import check_output_file
-    from .course.grading import grade_notebook, read_csv, stop_all, summary, write_csv
+    from .course.grading import PreflightError, grade_notebook, preflight, read_csv, stop_all, summary, write_csv
     if not math.isfinite(args.cell_timeout) or args.cell_timeout < 1:
         parser.error(f"--cell-timeout must be a finite number of seconds, at least 1, got {args.cell_timeout:g}")
     if args.jobs < 1:
@@ -191,6 +199,17 @@ def _grade(parser, args) -> None:
     rows = [r for r in kept if r.learner_file not in set(map(str, todo))]
     if len(todo) < len(args.notebooks):
         print(f"{len(args.notebooks) - len(todo)} notebook(s) already in {out} kept (--regrade grades them again)")
+    if todo and not args.no_preflight:
+        try:
+            print("pre-flight: the checking process's attnkit and the course's own solutions ...", flush=True)
+            preflight(todo, args.cell_timeout, jobs=args.jobs)
+        except PreflightError as e:
+            say(f"pre-flight failed, nobody was graded: {e}")
+            sys.exit(2)
+        except KeyboardInterrupt:
+            stop_all()
+            say("\ninterrupted during the pre-flight: nobody was graded, nothing was written")
+            sys.exit(INTERRUPTED)
     # Each notebook's rows are written as soon as it is graded (the table is replaced atomically).
     pool = ThreadPoolExecutor(max_workers=args.jobs)
     try:

@@ -2,6 +2,7 @@
 folder is never overwritten, and grading gives full marks, zero, exactly the planted rows, and a
 reason for every notebook that crashes, loops, kills its kernel or cannot be read."""
 import csv
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -252,12 +253,58 @@ def test_ctrl_c_while_grading_stops_at_once_and_keeps_what_was_graded(tmp_path):
     write_csv([Row("earlier.ipynb", "mask", True, "✅ kept")], out)
     before = out.read_text()
     proc = subprocess.Popen([sys.executable, "-m", "attnkit", "grade", str(looping), "--csv", str(out),
-                             "--cell-timeout", "300"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, process_group=0)
-    time.sleep(8)  # the kernel is up and inside the endless cell
+                             "--cell-timeout", "300", "--no-preflight"], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, process_group=0)
+    time.sleep(8)  # the kernel is up and inside the endless cell (no pre-flight: it would be interrupted instead)
     start = time.monotonic()
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert time.monotonic() - start < 10 and proc.returncode == 130, err
     assert f"{out} keeps the 1 notebook(s) graded so far" in err and "Traceback" not in err
     assert out.read_text() == before
+
+
+def test_student_edition_without_hints_has_no_hint_blocks_and_keeps_the_rest(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "attnkit", "student", str(tmp_path / "out"), "--no-hints"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0 and "without hints" in done.stdout, done.stderr
+    for path in COURSE:
+        with_hints, without = student_notebook(read(path)), read(tmp_path / "out" / path.name)
+        assert sum("<summary>Hint</summary>" in c.source for c in with_hints.cells) >= 3, path.name
+        assert not any("<summary>Hint</summary>" in c.source for c in without.cells), path.name
+        assert [c.cell_type for c in without.cells] == [c.cell_type for c in with_hints.cells]
+        assert exercise_ids(without) == exercise_ids(with_hints)
+        for a, b in zip(with_hints.cells, without.cells):   # only the hint blocks went
+            assert a.source == b.source or ("<summary>Hint</summary>" in a.source and b.source in a.source
+                                            and len(b.source) > 0), path.name
+    with pytest.raises(ValueError, match="cell 1: a hint block without its closing"):
+        editions.without_hints("text\n\n<details><summary>Hint</summary>\n\nno end", "cell 1")
+
+
+# ---------------------------------------------------------------- check cells and messages give no answer
+
+def _answer_names():
+    from attnkit.course.references import REFERENCES
+    return sorted({spec.split(":")[1].split(".")[-1] for specs in REFERENCES.values() for spec in specs})
+
+
+# (a - b) / (c - d): a normalised effect spelled out
+FORMULA = re.compile(r"\(\s*\w+\s*-\s*\w+\s*\)\s*/\s*\(\s*\w+\s*-\s*\w+\s*\)")
+
+
+@pytest.mark.parametrize("path", COURSE, ids=lambda p: p.name[:2])
+def test_check_cells_call_the_checker_and_name_no_answer(path):
+    for exercise, cell in editions.check_cells(read(path)).items():
+        for name in _answer_names():   # my_x and check_x are the learner's and the checker's: not answers
+            assert not re.search(rf"(?<!\w){re.escape(name)}\b", cell.source), (exercise, name, cell.source)
+        assert not FORMULA.search(cell.source) and "lambda" not in cell.source, (exercise, cell.source)
+
+
+def test_checker_messages_never_name_the_kits_answer():
+    import ast
+    names = "|".join(map(re.escape, _answer_names()))
+    for module in sorted((ROOT / "attnkit" / "ui").glob("*check*.py")):
+        for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                found = re.search(rf"\b(attnkit|P|PE|A|patching|positional|hooks|studies|evaluate)\.({names})\b", node.value)
+                assert not found, f"{module.name}, line {node.lineno}: {node.value!r} names {found.group(0)}"

@@ -524,3 +524,13 @@ def test_checkers_leave_the_random_state_alone(capsys):
     capsys.readouterr()
     assert torch.equal(torch.random.get_rng_state(), torch_state)
     assert all(np.array_equal(a, b) for a, b in zip(np.random.get_state(), np_state))
+
+
+def test_yours_or_the_kits_gives_the_kits_solution_only_when_the_check_failed():
+    mine = lambda p, c, k: 0.0  # noqa: E731
+    assert C.yours_or_the_kits("06-normalised-effect", mine, True) is mine
+    assert C.yours_or_the_kits("06-normalised-effect", mine, False)(-3.0, -1.0, -5.0) == 0.5
+    assert C.yours_or_the_kits("06-patch-hook", mine, False) is P.head_patch_hook
+    assert C.yours_or_the_kits("06-carry-pair", mine, False)(125, 137) == P.carry_pair(125, 137, column=0)
+    with pytest.raises(ValueError, match="no exercise 'carry'"):
+        C.yours_or_the_kits("carry", mine, False)

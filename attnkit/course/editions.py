@@ -15,6 +15,7 @@ stub. nbgrader's own `generate_assignment` reads the same markers and metadata.
 from __future__ import annotations
 
 import copy
+import re
 import os
 import secrets
 import signal
@@ -68,13 +69,27 @@ def without_markers(source: str) -> str:
     return "\n".join(line for line in source.splitlines() if line.strip() not in (BEGIN, END))
 
 
-def student_notebook(nb, with_solutions: bool = False):
-    """A copy of `nb` as the student edition (stubs for solutions, no outputs)."""
+HINT = re.compile(r"\n*<details><summary>Hint</summary>.*?</details>[ \t]*", re.DOTALL)
+
+
+def without_hints(source: str, where: str = "cell") -> str:
+    """A markdown cell's `source` without its collapsible hint blocks (<details><summary>Hint</summary>)."""
+    out = HINT.sub("", source)
+    if "<summary>Hint</summary>" in out:
+        raise ValueError(f"{where}: a hint block without its closing </details>")
+    return out
+
+
+def student_notebook(nb, with_solutions: bool = False, hints: bool = True):
+    """A copy of `nb` as the student edition (stubs for solutions, no outputs; hints=False: without
+    the collapsible hint blocks, for an instructor who wants the exercises unaided)."""
     nb = copy.deepcopy(nb)
-    nb.metadata["attnkit"] = {"edition": "self-study" if with_solutions else "student"}
+    nb.metadata["attnkit"] = {"edition": "self-study" if with_solutions else "student", **({} if hints else {"hints": False})}
     cells = []
     for index, cell in enumerate(nb.cells):
         where = f"cell {index + 1}"
+        if cell.cell_type == "markdown" and not hints:
+            cell.source = without_hints(cell.source, where)
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
             has_region = any(line.strip() == BEGIN for line in cell.source.splitlines())
@@ -97,21 +112,24 @@ def student_notebook(nb, with_solutions: bool = False):
 EDITIONS = ("complete", "student", "self-study")
 
 
-def edition_notebook(nb, edition: str):
+def edition_notebook(nb, edition: str, hints: bool = True):
     """`nb` as the given edition: "complete" (the course as written, every solution in place),
     "student" (stubs, no outputs) or "self-study" (stubs, each solution collapsed under its stub)."""
     if edition not in EDITIONS:
         raise ValueError(f"unknown edition {edition!r}; choose one of {', '.join(EDITIONS)}")
-    return nb if edition == "complete" else student_notebook(nb, with_solutions=edition == "self-study")
+    if edition == "complete":
+        return nb
+    return student_notebook(nb, with_solutions=edition == "self-study", hints=hints)
 
 
-def write_student_edition(source_dir, out_dir, with_solutions: bool = False, force: bool = False) -> list[Path]:
+def write_student_edition(source_dir, out_dir, with_solutions: bool = False, force: bool = False,
+                          hints: bool = True) -> list[Path]:
     """Write the student (or, with_solutions, the self-study) edition: see write_edition."""
-    return write_edition(source_dir, out_dir, "self-study" if with_solutions else "student", force)[0]
+    return write_edition(source_dir, out_dir, "self-study" if with_solutions else "student", force, hints=hints)[0]
 
 
 def write_edition(source_dir, out_dir, edition: str = "student", force: bool = False,
-                  keep_changed: bool = False) -> tuple[list[Path], list[Path]]:
+                  keep_changed: bool = False, hints: bool = True) -> tuple[list[Path], list[Path]]:
     """Write `edition` of every notebook in `source_dir` to `out_dir`; return (written, kept).
 
     A file already in out_dir is replaced only when `force` is set or it is exactly what would be
@@ -137,7 +155,7 @@ def write_edition(source_dir, out_dir, edition: str = "student", force: bool = F
             nb = nbformat.read(path, as_version=4)
         except Exception as e:
             raise ValueError(f"{path} is not a readable notebook: {e}") from None
-        text = nbformat.writes(edition_notebook(nb, edition)) + "\n"
+        text = nbformat.writes(edition_notebook(nb, edition, hints)) + "\n"
         target = out_dir / path.name
         if target.is_symlink() or target.exists():  # a link or folder there is never the edition
             same = target.is_file() and not target.is_symlink() and \

@@ -7,7 +7,9 @@ reason; it never stops the others.
 
 When a submission is a copy of a course notebook, its check cells are first restored from the
 course's own (as nbgrader does with locked cells), so an edited checker cannot pass; an exercise
-whose check cell was deleted is checked after the learner's last cell.
+whose check cell was deleted is checked after the learner's last cell. Cells the course tags
+`skip-when-grading` (notebook 02's training demos) and everything after the last check cell are not
+run: no exercise depends on them. `preflight` checks the environment before anyone is graded.
 """
 from __future__ import annotations
 
@@ -73,11 +75,27 @@ def checker_lines(outputs) -> list[str]:
     return [line for line in text.splitlines() if line.startswith(MARKS)]
 
 
-def _job(nb) -> list[dict]:
-    """The code cells to run, in order; a check cell carries its exercise id (the grade comes from it)."""
+SKIP_TAG = "skip-when-grading"
+
+
+def skipped_cells(course) -> dict:
+    """{cell id: source} of the course's cells tagged `skip-when-grading`: demos no exercise needs
+    (notebook 02's training runs). Only the course's tags count, never a submission's own."""
+    if course is None:
+        return {}
+    return {cell.get("id"): cell.source for cell in course.cells
+            if cell.cell_type == "code" and SKIP_TAG in cell.get("metadata", {}).get("tags", [])}
+
+
+def _job(nb, skip: dict = {}) -> list[dict]:  # noqa: B006 (read only)
+    """The code cells to run, in order; a check cell carries its exercise id (the grade comes from it).
+    A cell the course tags `skip-when-grading` is left out while the learner has not changed it (a
+    changed one is the learner's own code and runs)."""
     cells = []
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
+            continue
+        if cell.get("id") in skip and cell.source == skip[cell.get("id")]:
             continue
         exercise = None
         if "check" in cell.get("metadata", {}).get("tags", []):
@@ -184,11 +202,14 @@ def grade_notebook(path, cell_timeout: float = 120, notebooks_dir: Path = NOTEBO
     expected = _restore_checks(nb, course) if source else exercise_ids(nb)
     if not expected:
         return [Row(name, "(notebook)", False, "no exercises found: no cell tagged 'check'")]
-    cells = _job(nb)
+    cells = _job(nb, skipped_cells(course))
     present = {c["exercise"] for c in cells}
     # A deleted check cell: the course's runs after the learner's last cell.
     cells += [{"index": len(nb.cells), "source": cell.source, "exercise": exercise}
               for exercise, cell in (check_cells(course).items() if course else ()) if exercise not in present]
+    # What follows the last check cell cannot change any grade: it is not run.
+    last_check = max((i for i, c in enumerate(cells) if c["exercise"]), default=len(cells) - 1)
+    cells = cells[:last_check + 1]
     try:
         results, stopped, last = run_checks(cells, path.parent.resolve(), cell_timeout)
     except Exception as e:
@@ -209,6 +230,71 @@ def grade_notebook(path, cell_timeout: float = 120, notebooks_dir: Path = NOTEBO
         else:
             rows.append(Row(name, exercise, False, f"not reached: {stopped}" if stopped else "no result"))
     return rows
+
+
+class PreflightError(Exception):
+    """The environment or the course cannot grade anyone fairly: nothing should be graded."""
+
+
+# Run as the checking process is (same interpreter and environment): which attnkit does each
+# submission folder see? `python -m` puts the folder first on sys.path, so an `attnkit` folder
+# beside the submissions, or a stale install, would stand in for this kit.
+_WHICH_KIT = """import sys, json, importlib, importlib.util
+folders, neutral, seen = json.loads(sys.stdin.read()), sys.path[0], {}
+for folder in folders:   # found, not imported: every import machinery (an editable install's too) asked
+    sys.path[0] = folder
+    importlib.invalidate_caches()
+    seen[folder] = getattr(importlib.util.find_spec("attnkit"), "origin", None)
+sys.path[0] = neutral
+import attnkit
+print(json.dumps({"kit": attnkit.__file__, "folders": seen}))
+"""
+
+
+def preflight(notebooks, cell_timeout: float = 120, notebooks_dir: Path = NOTEBOOKS_DIR, jobs: int = 1) -> None:
+    """Before grading anyone: the checking process must import this attnkit (from every submission's
+    folder), and the course's own solution of every notebook among `notebooks` must pass all its
+    exercises (each course notebook graded once per run). PreflightError says what is wrong."""
+    import attnkit
+    from concurrent.futures import ThreadPoolExecutor
+    ours = Path(attnkit.__file__).resolve()
+    folders = list(dict.fromkeys(str(Path(n).resolve().parent) for n in notebooks))
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "MPLBACKEND": "Agg"}
+    with tempfile.TemporaryDirectory() as neutral:
+        done = subprocess.run([sys.executable, "-c", _WHICH_KIT], input=json.dumps(folders), capture_output=True,
+                              text=True, cwd=neutral, env=env, timeout=300)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise PreflightError(f"the checking process ({sys.executable}) cannot import attnkit: {last}")
+    seen = json.loads(done.stdout)
+    if Path(seen["kit"]).resolve() != ours:
+        raise PreflightError(f"the checking process imports attnkit from {Path(seen['kit']).parent}, not this kit "
+                             f"({ours.parent}): a stale install? Reinstall the kit in this environment")
+    for folder, origin in seen["folders"].items():
+        if origin is None or Path(origin).resolve() != ours:
+            raise PreflightError(f"a notebook in {folder} would import attnkit from {origin}, not this kit "
+                                 f"({ours.parent}): remove what stands in for it there")
+    sources = []
+    for n in notebooks:
+        with contextlib.suppress(Exception):   # an unreadable file is graded (as unreadable) later
+            source = course_notebook(Path(n), nbformat.read(n, as_version=4), notebooks_dir)
+            if source and source not in sources:
+                sources.append(source)
+    with tempfile.TemporaryDirectory() as work, ThreadPoolExecutor(max_workers=jobs) as pool:
+        copies = []
+        for source in sources:   # graded from a copy: nothing is written beside the course
+            copies.append(Path(work) / source.name)
+            copies[-1].write_bytes(source.read_bytes())
+        try:
+            graded = list(pool.map(lambda copy: grade_notebook(copy, cell_timeout, notebooks_dir), copies))
+        except BaseException:   # Ctrl-C: end the checking processes now, not after their notebooks
+            stop_all()
+            raise
+        for source, rows in zip(sources, graded):
+            failed = [r for r in rows if not r.passed]
+            if failed:
+                raise PreflightError(f"the course's own solution {source.name} fails {failed[0].exercise}: "
+                                     f"{failed[0].line} (the environment grades correct answers wrong)")
 
 
 HEADER = ["learner_file", "exercise", "passed", "line"]

@@ -116,7 +116,7 @@ def check_scaled_dot_product_attention(fn: Callable) -> str:
             args = (q.clone(), k.clone(), v.clone()) + (() if mask is None else (mask.clone(),))
             result = _call(fn, *args, context=context + where + ")")
             if not (isinstance(result, tuple) and len(result) == 2):
-                raise Hint("return a pair (output, weights), as attnkit.scaled_dot_product_attention does")
+                raise Hint("return a pair (output, weights): the attended values and the attention weights")
             out, w = result
             if isinstance(w, Tensor) and tuple(w.shape) == (*lead, k_pos, q_pos):
                 raise Hint(f"your weights are (..., k_pos, q_pos) = {tuple(w.shape)}: q and k swapped? "

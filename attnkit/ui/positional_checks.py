@@ -503,7 +503,7 @@ def check_alibi_bias(fn: Callable) -> str:
             odd_passed = odd_passed or H % 2 == 1
             continue
         mistake = _alibi_mistakes(got, n, H)
-        raise Hint(f"{context.strip()}: {mistake or 'your bias differs from P.alibi_bias'}")
+        raise Hint(f"{context.strip()}: {mistake or 'your bias differs from the reference'}")
     return "matches attnkit's directional alibi_bias for 1 to 7 positions and 2, 3, 5 and 8 heads"
 
 
