@@ -141,6 +141,14 @@ def main(argv=None) -> None:
         sys.exit(1)
 
 
+def _edition_interrupted(e: KeyboardInterrupt, folder) -> None:
+    """Ctrl-C (or SIGTERM, SIGHUP) while an edition was written: it is all or nothing, so say which."""
+    from .course.editions import EditionWritten
+    done = "the whole edition had just been written to" if isinstance(e, EditionWritten) else "nothing was written to"
+    say(f"\ninterrupted: {done} {folder} (an edition is written all or nothing)")
+    sys.exit(interrupted_status())
+
+
 def _course(parser, args) -> None:
     from .course.editions import write_edition
     from .resources import notebooks_dir
@@ -149,11 +157,7 @@ def _course(parser, args) -> None:
     except (ValueError, OSError) as e:
         parser.error(str(e))
     except KeyboardInterrupt as e:
-        from .course.editions import EditionWritten
-        done = ("the whole course had just been written to" if isinstance(e, EditionWritten)
-                else "nothing was written to")
-        say(f"\ninterrupted: {done} {args.dir} (the course is written all or nothing)")
-        sys.exit(interrupted_status())
+        _edition_interrupted(e, args.dir)
     print(f"wrote the {args.edition} edition of {len(written)} notebooks to {args.dir}")
     if kept:
         print(f"kept {len(kept)} that you changed: {', '.join(p.name for p in kept)}")
@@ -168,11 +172,7 @@ def _student(parser, args) -> None:
     except (ValueError, OSError) as e:
         parser.error(str(e))
     except KeyboardInterrupt as e:
-        from .course.editions import EditionWritten
-        done = ("the whole edition had just been written to" if isinstance(e, EditionWritten)
-                else "nothing was written to")
-        say(f"\ninterrupted: {done} {args.dir} (an edition is written all or nothing)")
-        sys.exit(interrupted_status())
+        _edition_interrupted(e, args.dir)
     kind = "self-study edition (solutions collapsed)" if args.with_solutions else "student edition"
     kind += " without hints" if args.no_hints else ""
     print(f"wrote the {kind} of {len(written)} notebooks to {args.dir}")
