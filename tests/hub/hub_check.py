@@ -33,7 +33,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import psutil
-from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.websocket import websocket_connect
 
 NOTEBOOKS = ["03_attention_heatmaps.ipynb", "04_head_ablation.ipynb"]
