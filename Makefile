@@ -8,7 +8,7 @@ CHROMIUM ?= /usr/bin/chromium
 PIP_ARGS ?=
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: setup lab test test-cpus chromium data bench site figures
+.PHONY: setup lab test test-cpus chromium data bench site figures lint
 
 setup: $(STAMP)
 
@@ -31,6 +31,20 @@ lab: setup
 test: setup chromium
 	$(PY) -m attnkit student build/student --force
 	OMP_NUM_THREADS=1 CHROMIUM=$(CHROMIUM) $(PY) -m pytest -n 2 --dist loadfile --nbval-lax tests notebooks build/student
+
+# Lint, format and types: ruff and mypy in an environment of their own (build/lint-venv), never in
+# a learner's install; mypy reads the kit's own environment for torch's and numpy's types.
+LINT_VENV := build/lint-venv
+$(LINT_VENV)/.installed:
+	$(PYTHON) -m venv $(LINT_VENV)
+	$(LINT_VENV)/bin/python -m pip install --quiet ruff==0.17.6 mypy==2.4.1
+	touch $@
+
+LINTED := attnkit tests benchmarks docs conftest.py
+lint: setup $(LINT_VENV)/.installed
+	$(LINT_VENV)/bin/ruff check $(LINTED)
+	$(LINT_VENV)/bin/ruff format --check $(LINTED)
+	$(LINT_VENV)/bin/mypy --python-executable $(PY)
 
 # The float-sensitive tests under each of PyTorch's CPU kernel sets (ATEN_CPU_CAPABILITY): float32
 # rounds differently under AVX2, AVX-512 and the plain "default" kernels, and the suite must pass

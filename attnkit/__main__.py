@@ -18,6 +18,7 @@ command within a second or two, say what was kept and exit with status 128 + the
 to adder.interrupted.pt beside --out).
 """
 import argparse
+import io
 import signal
 import sys
 
@@ -225,7 +226,8 @@ def _grade(parser, args) -> None:
         sys.exit(INTERRUPTED)
     pool.shutdown()
     write_csv(rows, out)
-    sys.stdout.reconfigure(errors="replace")   # an ASCII-only terminal still gets the summary
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(errors="replace")   # an ASCII-only terminal still gets the summary
     print(summary(rows))
     print(f"table: {out}")
 

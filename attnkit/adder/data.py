@@ -135,6 +135,15 @@ def write_test_set(path: Path = TEST_SET_PATH, n_digits: int = 3) -> None:
 N_TEST = 10_000  # problems in the committed held-out set
 
 
+def operands_or_test_set(a, b) -> tuple[np.ndarray, np.ndarray]:
+    """(a, b) as given, or the committed held-out set when both are None."""
+    if a is None and b is None:
+        return load_test_set()
+    if a is None or b is None:
+        raise ValueError("pass both operands a and b, or neither (for the held-out set)")
+    return np.asarray(a), np.asarray(b)
+
+
 def load_test_set(path: Path = TEST_SET_PATH, n_digits: int = 3) -> tuple[np.ndarray, np.ndarray]:
     """(a, b) of the held-out problems, one "a+b=sum" per line; ValueError naming the file and
     line when a line is malformed, has a wrong sum or an operand of more than n_digits digits, a
@@ -151,7 +160,7 @@ def load_test_set(path: Path = TEST_SET_PATH, n_digits: int = 3) -> tuple[np.nda
     if not text.endswith("\n"):
         raise ValueError(f"{path} ends in the middle of a line: the file is cut off")
     pattern = re.compile(r"([0-9]{1,%d})\+([0-9]{1,%d})=([0-9]{1,%d})" % (n_digits, n_digits, n_digits + 1))
-    a, b, seen = [], [], {}
+    a, b, seen = [], [], dict[tuple[int, int], int]()
     for line_no, line in enumerate(text.splitlines(), 1):
         m = pattern.fullmatch(line)
         if m is None or int(m.group(1)) + int(m.group(2)) != int(m.group(3)):

@@ -10,11 +10,12 @@ import hashlib
 
 import numpy as np
 import torch
+from torch import Tensor
 
 import weakref
 
 from ..core.runtime import analysis_threads, model_device
-from .data import EOS, PAD, carry_stats, decode_digits, encode_sources, encode_targets, load_test_set
+from .data import EOS, PAD, carry_stats, decode_digits, encode_sources, encode_targets, operands_or_test_set
 from .model import Seq2SeqTransformer
 
 _PER_MODEL: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # model -> results that depend on its weights
@@ -96,13 +97,13 @@ def mean_z(model: Seq2SeqTransformer, a: np.ndarray | None = None, b: np.ndarray
     entry = per_model(model) if a is None else {}
     if "mean_z" in entry:
         return entry["mean_z"]
-    if a is None:
-        a, b = load_test_set()
+    a, b = operands_or_test_set(a, b)
     cfg, device = model.cfg, model_device(model)
     src = encode_sources(a, b, cfg.n_digits, cfg.zero_pad).to(device)
     tgt = encode_targets(np.asarray(a) + np.asarray(b), cfg.n_digits, cfg.reverse_output).to(device)
     names = list(model.attention_modules())
-    sums, counts = {}, {}
+    sums: dict[str, Tensor] = {}
+    counts: dict[str, int] = {}
     with model.without_hooks():  # the intact model's z, whatever ablation is active around this call
         for s, t in zip(src.split(1024), tgt.split(1024)):  # 4096 peaked 150 MB higher, no faster
             _, cache = model.run_with_cache(s, t[:, :-1], names=[f"{n}.hook_z" for n in names])

@@ -153,7 +153,7 @@ class Seq2SeqTransformer(HookedModel, nn.Module):
         outs = []
         for s in src.split(chunk):
             memory, src_pad = self.encode(s), s == PAD
-            states = [{} for _ in self.decoder]
+            states: list[dict] = [{} for _ in self.decoder]
             token = torch.full((s.size(0), 1), BOS, dtype=torch.long, device=s.device)
             out = []
             for t in range(self.cfg.max_tgt_len - 1):

@@ -80,8 +80,8 @@ def train_adder(
     out_path: Optional[Path] = None,
     device: str = "cpu",
     progress: bool = True,
-    model: Optional[torch.nn.Module] = None,
-) -> TrainResult:
+    model: Optional[Seq2SeqTransformer] = None,
+) -> TrainResult[Seq2SeqTransformer]:
     """Train from scratch (or the given `model`, e.g. torch.nn.Transformer for a baseline); with
     `out_path`, save the checkpoint and its report (.json) there as one unit, or after an
     interruption to interrupted_path(out_path). The path is checked before training starts."""

@@ -199,10 +199,11 @@ def resave(path: Path) -> None:
     payload = _read_payload(path)
     if "checksum" in payload:
         verify_checksum(payload, path)
-    parts = [payload.get(key) for key in ("kind", "config", "state_dict", "metrics")]
-    if not isinstance(parts[0], str) or not all(isinstance(p, dict) for p in parts[1:]):
+    kind, config, weights, metrics = (payload.get(key) for key in ("kind", "config", "state_dict", "metrics"))
+    if not (isinstance(kind, str) and isinstance(config, dict) and isinstance(weights, dict)
+            and isinstance(metrics, dict)):
         raise ValueError(f"checkpoint {path} lacks a kind, config, state_dict or metrics")
-    write_together([(path, checkpoint_bytes(*parts))])
+    write_together([(path, checkpoint_bytes(kind, config, weights, metrics))])
 
 
 def config_from(cls, raw: dict, path: Path, problems: Callable[[Any], list[str]] = lambda cfg: []):

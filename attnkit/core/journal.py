@@ -33,7 +33,7 @@ from typing import Iterator
 try:
     import fcntl
 except ImportError:  # Windows: no advisory locks; one writer per path, as before
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")   # a plain name: no folder, no leading dot
 _TOKEN = re.compile(r"[0-9a-f]{16}\Z")

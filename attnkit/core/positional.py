@@ -15,13 +15,22 @@ additive table, an attention bias and a rotary function, and uses what it gets.
 from __future__ import annotations
 
 import math
+import typing
 from typing import Literal, Optional
 
 import torch
 from torch import Tensor, nn
 
 Encoding = Literal["sinusoidal", "learned", "none", "alibi", "rope", "relative"]
-ENCODINGS: tuple[str, ...] = ("sinusoidal", "learned", "none", "alibi", "rope", "relative")
+ENCODINGS: tuple[Encoding, ...] = typing.get_args(Encoding)
+
+
+def as_encoding(name: str) -> Encoding:
+    """`name` if it is one of ENCODINGS, else a ValueError that lists them."""
+    for encoding in ENCODINGS:
+        if name == encoding:
+            return encoding
+    raise ValueError(f"unknown positional encoding {name!r}; choose one of {ENCODINGS}")
 
 
 # ---------------------------------------------------------------------------- sinusoidal
@@ -199,7 +208,7 @@ class Positional(nn.Module):
     def table(self, n_pos: int) -> Optional[Tensor]:
         if self.encoding == "sinusoidal":
             return sinusoidal_table(n_pos, self.d_model)
-        if self.encoding == "learned":
+        if self.learned is not None:
             return self.learned(n_pos)
         return None
 
@@ -207,6 +216,6 @@ class Positional(nn.Module):
         """lengths (batch,): the real length of each padded row, for the far-bucket counts."""
         if self.encoding == "alibi":
             return alibi_bias(n_pos, self.n_heads, self.alibi_directional, device)
-        if self.encoding == "relative":
+        if self.relative is not None:
             return self.relative(n_pos, lengths)
         return None

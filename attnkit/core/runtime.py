@@ -8,7 +8,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Generic, Iterator, Optional, TypeVar
 
 import torch
 
@@ -116,9 +116,12 @@ def warmup_cosine(step: int, warmup: int, total: int, floor: float = 0.0) -> flo
     return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warmup) / span)))
 
 
+Model = TypeVar("Model", bound=torch.nn.Module)
+
+
 @dataclass
-class TrainResult:
-    model: torch.nn.Module
+class TrainResult(Generic[Model]):
+    model: Model
     history: list = field(default_factory=list)   # one dict per logged step (no wall times: files must not change)
     steps: int = 0
     seconds: float = 0.0

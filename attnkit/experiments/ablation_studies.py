@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from ..adder import CHECKPOINT, Adder
 from ..adder.data import load_test_set
@@ -25,7 +26,7 @@ def run_studies(adder=None, path=ABLATION_RESULTS_PATH, force: bool = False, sub
     model = model_of(adder)
     baseline = check_baseline(model, force)
     n_heads = len(model.heads)
-    results = {
+    results: dict[str, Any] = {
         "format_version": 1, "state_sha256": state_hash(model), "baseline": baseline,
         "n_test": len(load_test_set()[0]), "threshold_points": THRESHOLD_POINTS,
         "definitions": {

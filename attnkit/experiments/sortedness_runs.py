@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 
 from ..core.checkpoint import DATA_DIR, checkpoint_bytes, json_bytes, write_together
 from ..core.outputs import check_free_space, check_output_dir, check_replaceable
-from ..core.positional import ENCODINGS
+from ..core.positional import ENCODINGS, as_encoding
 from ..core.runtime import default_device
 from ..sortedness.data import NEGATIVES, TRAIN_LENGTHS, DataConfig, make_test_sets, make_train_set, make_val_set
 from ..sortedness.model import SortednessConfig
@@ -143,7 +143,7 @@ def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = 
     if workers is None:
         workers = 1 if device != "cpu" else max(1, min(os.cpu_count() or 1, 4))
     train_set, val_set, test_sets = make_train_set(data), make_val_set(data), make_test_sets(data)
-    runs = [(enc, SortednessConfig(encoding=enc), seed) for enc in encodings for seed in seeds]
+    runs = [(enc, SortednessConfig(encoding=as_encoding(enc)), seed) for enc in encodings for seed in seeds]
     if variants:
         runs += [(name, cfg, seeds[0]) for name, cfg in VARIANTS.items()]
     per_run: dict = {}

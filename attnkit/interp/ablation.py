@@ -21,6 +21,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from ..adder.data import PAD, encode_sources, encode_targets, load_test_set
 from ..adder.evaluate import mean_z, per_model

@@ -49,7 +49,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from ..adder.data import PAD, PLUS, load_test_set
+from ..adder.data import PAD, PLUS, operands_or_test_set
 from ..core.runtime import analysis_threads
 
 KINDS = ("enc.self", "dec.self", "dec.cross")
@@ -179,7 +179,9 @@ def per_sample_roles(cache: dict, reverse_output: bool = False, uniform: bool = 
 def _per_sample_roles(cache: dict, reverse_output: bool, uniform: bool):
     src, tgt = cache["src"].cpu(), cache["tgt"].cpu()
     batch = src.size(0)
-    heads, sums, counts = [], {m: [] for m in MEASURES}, {m: [] for m in MEASURES}
+    heads: list[str] = []
+    sums: dict[str, list[Tensor]] = {m: [] for m in MEASURES}
+    counts: dict[str, list[Tensor]] = {m: [] for m in MEASURES}
     masks = {kind: measure_masks(kind, src, tgt, reverse_output) for kind in KINDS}
     for kind, layer in _layers(cache):
         pattern = cache[f"{kind}.{layer}.hook_pattern"].float().cpu()  # (batch, heads, q_pos, k_pos)
@@ -200,9 +202,8 @@ def _per_sample_roles(cache: dict, reverse_output: bool, uniform: bool):
             rows_f = rows[:, None].double()
             sums[m].append((per_row.double() * rows_f).sum(-1))
             counts[m].append(rows_f.sum(-1).expand(-1, n_heads))
-    sums = {m: torch.cat(v, dim=1).numpy() for m, v in sums.items()}
-    counts = {m: torch.cat(v, dim=1).numpy() for m, v in counts.items()}
-    return heads, sums, counts
+    return (heads, {m: torch.cat(v, dim=1).numpy() for m, v in sums.items()},
+            {m: torch.cat(v, dim=1).numpy() for m, v in counts.items()})
 
 
 def row_shares(cache: dict, head: str, measure: str, reverse_output: bool = False) -> dict:
@@ -288,8 +289,7 @@ def head_roles(adder, a: Optional[np.ndarray] = None, b: Optional[np.ndarray] = 
     columns kind, layer, head_index, plus, aligned, carry, prev, diag, entropy, typical_sample
     (an index into a, b). Pass `cache` from adder.run_with_cache to skip the model's run."""
     if cache is None:
-        if a is None:
-            a, b = load_test_set()
+        a, b = operands_or_test_set(a, b)
         with analysis_threads():
             names = [f"{name}.hook_pattern" for name in adder.model.attention_modules()]
             _, cache = adder.run_with_cache(problems_of(a, b), names=names)

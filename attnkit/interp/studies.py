@@ -57,7 +57,8 @@ def prune_order(adder, problems: Problems, mode: str = "zero", progress=None) ->
     """Greedy joint pruning: remove, one at a time, the head whose removal hurts least
     (re-measured after every removal). Returns the order and the accuracy after each step."""
     model = model_of(adder)
-    removed, remaining = [], list(model.heads)
+    removed: list[str] = []
+    remaining = list(model.heads)
     curve = [float(fast_matches(model, problems, [[]], mode)[0].mean())]
     while remaining:  # each candidate is recomputed from its own layer on, over a run with `removed` out
         acc = fast_matches(model, problems, [[h] for h in remaining], mode, base=removed).mean(axis=1)
@@ -81,7 +82,7 @@ def joint_pruning(adder, mode: str = "zero", subset: int = 2000, seed: int = 0,
     order, curve_subset = prune_order(model, Problems.from_operands(model, a[idx], b[idx]), mode, progress)
     # Re-measure on the full set every prefix of the order up to the first that costs
     # REMEASURE_POINTS on the subset, and on until one costs >= 1 point on the full set.
-    full_set, full = held_out_problems(model, a, b), []
+    full_set, full = held_out_problems(model, a, b), list[float]()
     end = next((k for k, x in enumerate(curve_subset) if 100 * (curve_subset[0] - x) >= REMEASURE_POINTS), len(order))
     while True:
         full += fast_matches(model, full_set, [order[:k] for k in range(len(full), end + 1)], mode).mean(axis=1).tolist()

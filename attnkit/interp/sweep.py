@@ -50,8 +50,8 @@ def _run_from(model, run: dict, start: Optional[str], r: slice, src_pad: Tensor,
     rep = lambda t: t[r].repeat(k, *([1] * (t.dim() - 1)))
     if start is None:
         return rep(run["hook_logits"])
-    side, kind, layer = start.split(".")
-    layer = int(layer)
+    side, kind, layer_name = start.split(".")
+    layer = int(layer_name)
     z = rep(run[f"{start}.hook_z"])  # start's own heads, before this replay's hooks act on them
     if side == "enc":
         enc = model.encoder[layer]

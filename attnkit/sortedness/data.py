@@ -57,7 +57,7 @@ def shuffle_rows(rng: np.random.Generator, seqs: np.ndarray) -> np.ndarray:
 
 
 def is_sorted(seqs: np.ndarray) -> np.ndarray:
-    return (np.diff(seqs, axis=1) >= 0).all(axis=1)
+    return np.all(np.diff(seqs, axis=1) >= 0, axis=1)
 
 
 def sorted_non_constant(rng: np.random.Generator, n: int, length: int, p_narrow: float = 0.0) -> np.ndarray:

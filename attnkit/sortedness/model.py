@@ -59,6 +59,8 @@ def value_angle(tokens: Tensor) -> Tensor:
 class SortednessClassifier(HookedModel, nn.Module):
     """Values -> encoder -> a violation score per token -> pooled over positions -> "sorted" logit."""
 
+    metrics: dict  # set by the loader: the validation and test accuracies saved with the weights
+
     def __init__(self, cfg: SortednessConfig = SortednessConfig()):
         super().__init__()
         self.cfg = cfg

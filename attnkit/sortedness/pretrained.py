@@ -5,12 +5,12 @@ import functools
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional, cast
 
 import numpy as np
 
 from ..core.checkpoint import DATA_DIR, check_metrics, config_from, load_checkpoint, load_state, out_of_range
-from ..core.positional import ENCODINGS
+from ..core.positional import ENCODINGS, as_encoding
 from .data import TRAIN_LENGTHS, labelled_set
 from .model import SortednessClassifier, SortednessConfig
 
@@ -31,7 +31,7 @@ def checkpoint_path(encoding: str, data_dir: Path = DATA_DIR) -> Path:
 def run_config(name: str) -> SortednessConfig:
     """The config of one run of the experiment: an encoding (max-pool readout) or a variant."""
     if name in ENCODINGS:
-        return SortednessConfig(encoding=name)
+        return SortednessConfig(encoding=as_encoding(name))
     if name in VARIANTS:
         return VARIANTS[name]
     raise ValueError(f"unknown run {name!r}; choose an encoding {ENCODINGS} or a variant {tuple(VARIANTS)}")
@@ -147,7 +147,7 @@ def check_behaviour(model: SortednessClassifier, path: Path) -> None:
             if value == getattr(model.cfg, field):
                 continue
             try:
-                other = SortednessClassifier(replace(model.cfg, **{field: value}))
+                other = SortednessClassifier(replace(model.cfg, **cast(dict[str, Any], {field: value})))
                 other.load_state_dict(model.state_dict())
             except (RuntimeError, ValueError):
                 continue  # the weights do not even fit this config

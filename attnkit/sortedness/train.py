@@ -51,7 +51,7 @@ def train_config(model_cfg: SortednessConfig, seed: int) -> SortednessTrainConfi
 
 
 def train_classifier(model_cfg: SortednessConfig = SortednessConfig(), train_cfg: SortednessTrainConfig = SortednessTrainConfig(),
-                     train_set=None, device: Optional[str] = None, progress: bool = True) -> TrainResult:
+                     train_set=None, device: Optional[str] = None, progress: bool = True) -> TrainResult[SortednessClassifier]:
     """Train on `train_set` (rows, labels) — by default make_train_set() — for train_cfg.steps."""
     device = device or default_device()
     rows, labels = train_set if train_set is not None else make_train_set()

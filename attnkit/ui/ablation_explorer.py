@@ -206,7 +206,7 @@ class AblationExplorer:
                              for g, m in self.groups.items()},
                   "problem": problem.strip(), "answer": None, "truth": None, "problem_error": None}
         try:
-            a, b = parse_problem(result["problem"], self.model.cfg.n_digits)
+            a, b = parse_problem(problem.strip(), self.model.cfg.n_digits)
         except ValueError as e:
             result["problem_error"] = str(e)
         else:

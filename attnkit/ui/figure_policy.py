@@ -41,11 +41,11 @@ def _drawn_texts(out: list) -> Iterator[None]:
         if self.get_visible() and self.get_text().strip():
             # the text's own box (an Annotation's would include its arrow)
             out.append((self, matplotlib.text.Text.get_window_extent(self, renderer)))
-    matplotlib.text.Text.draw = draw
+    matplotlib.text.Text.draw = draw  # type: ignore[method-assign]
     try:
         yield
     finally:
-        matplotlib.text.Text.draw = original
+        matplotlib.text.Text.draw = original  # type: ignore[method-assign]
 
 
 def _overlap(a, b, gap: float) -> bool:
@@ -70,7 +70,7 @@ def problems(fig: Figure, dpi: Optional[float] = None, tight: bool = True) -> li
     if width_in * dpi > OUTPUT_WIDTH_PX + 0.5:
         found.append(f"{width_in * dpi:.0f} px wide at {dpi:.0f} dpi: JupyterLab's output area is "
                      f"{OUTPUT_WIDTH_PX} px, so it would be shrunk")
-    title = (fig._suptitle.get_text() if fig._suptitle else "") or next(
+    title = fig.get_suptitle() or next(
         (ax.get_title() for ax in fig.axes if ax.get_title()), "")
     small = sorted({(text.get_fontsize(), text.get_text()) for text, _ in texts
                     if text.get_fontsize() * dpi / 72 < MIN_TEXT_PX - 1e-6})

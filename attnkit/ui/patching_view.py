@@ -12,7 +12,7 @@ import ipywidgets as W
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..interp.patching import patch_heads
+from ..interp.patching import HeadPatching, patch_heads
 from .plotting import png_bytes
 from .widget_tools import DISPLAY_DPI, Serial, error_html, hide_image, show_image
 from .figure_policy import SMALLEST_PT as SMALL
@@ -55,6 +55,8 @@ def plot_head_patching(effects: dict, labels: dict, title: str = "activation pat
         ax.set_xlabel("query position (token)" if side == "enc" else "decoder position (reads → writes)", fontsize=9)
     for ax in list(axes.flat)[len(names):]:
         ax.set_visible(False)
+    if image is None:
+        raise ValueError("no attention module to draw: `effects` is empty")
     fig.colorbar(image, ax=axes, label="normalised effect (1 = restores the clean answer)", shrink=0.8)
     fig.suptitle(title, fontsize=11)
     return fig
@@ -83,6 +85,8 @@ def plot_residual_patching(residual: dict, labels: dict, title: str = "where the
             x = [f"{t}\n→{out[i]}" if i < len(out) else t for i, t in enumerate(x)]
         image = _panel(fig, ax, values, x, rows, "encoder" if side == "enc" else "decoder", vmax)
         ax.set_xlabel("source position (token)" if side == "enc" else "decoder position (reads → writes)", fontsize=9)
+    if image is None:
+        raise ValueError("no residual stream to draw: `effects` is empty")
     fig.colorbar(image, ax=axes, label="normalised effect", shrink=0.9)
     fig.suptitle(title, fontsize=11)
     return fig
@@ -97,7 +101,8 @@ class PatchingExplorer:
     """
 
     def __init__(self, adder, clean: str = "125+137", corrupted: str = "125+134"):
-        self.adder, self.result = adder, None
+        self.adder = adder
+        self.result: Optional[HeadPatching] = None
         style = {"description_width": "80px"}
         self.clean = W.Text(value=clean, description="clean", style=style, continuous_update=False)
         self.corrupted = W.Text(value=corrupted, description="corrupted", style=style, continuous_update=False)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import matplotlib
 import numpy as np
@@ -23,6 +23,7 @@ import PIL.Image
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 from ..adder.data import PAD, tokens
 from ..interp.roles import KIND_NAMES, MEASURES, measure_masks
@@ -57,12 +58,23 @@ def png_bytes(fig: Figure, dpi: int = SCREEN_DPI) -> bytes:
     return buf.getvalue()
 
 
+class PanelFigure(Figure):
+    """A figure of heatmap panels that AttentionPlot redraws in place: its panels, its line of
+    small print, and (once drawn) its canvas and the pixels of everything that never changes."""
+
+    attnkit_panels: list[_Panel]
+    attnkit_note: Text
+    attnkit_canvas: Optional[FigureCanvasAgg] = None
+    attnkit_background: Any = None
+
+
 class _Panel:
     """One (q_pos, k_pos) heatmap on an axes, redrawable in place: the explorer updates the
     image, labels and overlays of an existing figure instead of building a new one (faster)."""
 
     def __init__(self, ax, n_q: int, n_k: int, vmax: float):
-        self.ax, self.vmax, self.texts = ax, vmax, []
+        self.ax, self.vmax = ax, vmax
+        self.texts: list[Text] = []
         self.image = ax.imshow(np.zeros((n_q, n_k)), cmap=CMAP, vmin=0.0, vmax=vmax,
                                aspect="auto", interpolation="nearest")
         # All outlined cells in one collection, outside autoscaling: one artist to update and draw.
@@ -106,7 +118,7 @@ def _check(pattern: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str]
 
 def heatmap(pattern, q_tokens: Sequence[str], k_tokens: Sequence[str], title: str = "attention weights",
             masked=None, outline=None, annotate: bool = True, vmax: float = 1.0,
-            note: Optional[str] = None) -> Figure:
+            note: Optional[str] = None) -> PanelFigure:
     """One head's weights, (q_pos, k_pos): queries down, keys across, a colour bar.
 
     masked:   (q_pos, k_pos) bool, True where the head cannot attend (drawn grey)
@@ -119,10 +131,10 @@ def heatmap(pattern, q_tokens: Sequence[str], k_tokens: Sequence[str], title: st
     # Sizes in inches: cells scale with the token counts, margins (labels, colour bar) stay fixed.
     cell_w, cell_h, left, right, top, bottom = 0.5, 0.42, 1.05, 1.0, 0.6, 0.75
     width, height = left + cell_w * len(k_tokens) + right, top + cell_h * len(q_tokens) + bottom
-    fig = Figure(figsize=(width, height))
+    fig = PanelFigure(figsize=(width, height))
     box = (left / width, bottom / height, cell_w * len(k_tokens) / width, cell_h * len(q_tokens) / height)
     ax = fig.add_axes(box)
-    panel = _Panel(ax, *pattern.shape, vmax)
+    panel = _Panel(ax, len(q_tokens), len(k_tokens), vmax)
     panel.update(pattern, q_tokens, k_tokens, masked, outline, annotate)
     fig.attnkit_panels = [panel]  # what AttentionPlot updates in place
     ax.set_xlabel(KEY_LABEL)
@@ -142,7 +154,7 @@ def heatmap(pattern, q_tokens: Sequence[str], k_tokens: Sequence[str], title: st
 def heatmap_grid(patterns, q_tokens: Sequence[str], k_tokens: Sequence[str], title: str = "attention weights",
                  row_titles: Optional[Sequence[str]] = None, col_titles: Optional[Sequence[str]] = None,
                  masked=None, outline=None, annotate: bool = False, vmax: float = 1.0,
-                 note: Optional[str] = None, cell: Optional[float] = None) -> Figure:
+                 note: Optional[str] = None, cell: Optional[float] = None) -> PanelFigure:
     """d2l's show_heatmaps: `patterns` (rows, cols, q_pos, k_pos), e.g. (layers, heads, q, k),
     drawn as a grid sharing one colour scale and the same token labels; masked/outline as in
     heatmap(), one (q_pos, k_pos) array applied to every panel. `cell`: a cell's width in
@@ -160,7 +172,7 @@ def heatmap_grid(patterns, q_tokens: Sequence[str], k_tokens: Sequence[str], tit
     right, top, bottom = 0.8, 0.75, 0.75
     width = left + n_cols * panel_w + (n_cols - 1) * gap_w + right
     height = top + n_rows * panel_h + (n_rows - 1) * gap_h + bottom
-    fig = Figure(figsize=(width, height))
+    fig = PanelFigure(figsize=(width, height))
     axes = fig.subplots(n_rows, n_cols, squeeze=False, sharex=True, sharey=True,
                         gridspec_kw=dict(left=left / width, right=1 - right / width, bottom=bottom / height,
                                          top=1 - top / height, wspace=gap_w / panel_w, hspace=gap_h / panel_h))
@@ -168,7 +180,7 @@ def heatmap_grid(patterns, q_tokens: Sequence[str], k_tokens: Sequence[str], tit
     for r in range(n_rows):
         for c in range(n_cols):
             ax = axes[r, c]
-            panel = _Panel(ax, *patterns.shape[2:], vmax)
+            panel = _Panel(ax, len(q_tokens), len(k_tokens), vmax)
             panel.update(patterns[r, c], q_tokens, k_tokens, masked, outline, annotate)
             fig.attnkit_panels.append(panel)
             image = panel.image
@@ -199,7 +211,7 @@ def roles_heatmap(roles, measures: Sequence[str] = MEASURES, title: str = "measu
     box_y, box_h = 0.5 / height, 1 - 1.2 / height
     left = fig.add_axes((x0, box_y, cell * len(shares), box_h))
     values = roles[shares].to_numpy(dtype=float)
-    panel = _Panel(left, *values.shape, 1.0)
+    panel = _Panel(left, len(roles.index), len(shares), 1.0)
     panel.update(values, list(roles.index), shares, masked=np.isnan(values), annotate=True, min_shown=0.0)
     left.set_xlabel("share of attention on …")
     left.set_ylabel("head (kind.layer.head)")
@@ -308,7 +320,7 @@ class AttentionPlot:
         return fig
 
 
-    def png(self, fig: Figure, dpi: int = SCREEN_DPI) -> bytes:
+    def png(self, fig: PanelFigure, dpi: int = SCREEN_DPI) -> bytes:
         """fig (one of this plot's figures) as PNG bytes, redrawing only what changes.
 
         Blitting: the parts no update touches (colour bar, shared axis labels) are rendered
@@ -320,7 +332,8 @@ class AttentionPlot:
             fig.set_dpi(dpi)
             canvas = fig.attnkit_canvas = FigureCanvasAgg(fig)
             fig.attnkit_background = None
-        dynamic = [fig.attnkit_note] + ([fig._suptitle] if fig._suptitle is not None else [])
+        suptitle = getattr(fig, "_suptitle", None)  # matplotlib has no public getter of the artist
+        dynamic = [fig.attnkit_note] + ([suptitle] if suptitle is not None else [])
         for panel in fig.attnkit_panels:
             dynamic += [panel.image, panel.outline, *panel.texts, *panel.ax.spines.values(),
                         panel.ax.xaxis, panel.ax.yaxis, panel.ax.title]

@@ -18,8 +18,8 @@ from .plotting import heatmap_grid, png_bytes
 from .widget_tools import Serial, hide_image, show_image
 from ..sortedness import NEGATIVES, TRAIN_LENGTHS, SortednessClassifier, labelled_set, validate
 
-COLORS = dict(zip(ENCODINGS, plt.get_cmap("tab10").colors))
-MARKERS = dict(zip(ENCODINGS, "osD^vP"))
+COLORS: dict[str, tuple] = dict(zip(ENCODINGS, plt.get_cmap("tab10")(range(len(ENCODINGS)))))
+MARKERS: dict[str, str] = dict(zip(ENCODINGS, "osD^vP"))
 TRAIN_MAX = max(TRAIN_LENGTHS)
 
 
