@@ -8,6 +8,7 @@ In the repository both are symlinks to the top-level data/ and notebooks/, which
 `make data` writes and what the tests run; setuptools follows them when it builds the wheel or
 sdist, so the installed package carries real folders (pyproject.toml's package-data).
 """
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,10 @@ def package_folder(name: str) -> Path:
     """attnkit/<name> as a real path (resolved: in a clone, the top-level folder it links to)."""
     folder = files("attnkit") / name
     if not isinstance(folder, Path):  # a zipped install: the notebooks must be real files to open
-        raise RuntimeError(f"attnkit is installed where its files are not on disk ({folder}); "
-                           "install it unpacked (pip install attnkit)")
+        raise RuntimeError(
+            f"attnkit is installed where its files are not on disk ({folder}); "
+            "install it unpacked (pip install attnkit)"
+        )
     return folder.resolve()
 
 

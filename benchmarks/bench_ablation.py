@@ -12,6 +12,7 @@ otherwise an untrained model scored against its own answers (so that ablations c
 something). Timings depend on what else runs on the machine: the load average is printed
 before and after, and the best of --repeats is kept.
 """
+
 import argparse
 import os
 import time
@@ -20,12 +21,12 @@ import numpy as np
 import torch
 
 from attnkit import interp as A
-from attnkit.adder.evaluate import mean_z
-from attnkit.core.allocator import keep_freed_memory
-from attnkit.core import runtime
 from attnkit.adder import CHECKPOINT, Adder
 from attnkit.adder.data import BOS, EOS, PAD, load_test_set
+from attnkit.adder.evaluate import mean_z
 from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
+from attnkit.core import runtime
+from attnkit.core.allocator import keep_freed_memory
 
 
 def problems_for(adder):
@@ -53,8 +54,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mode", choices=["zero", "mean", "both"], default="both")
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads for both paths (default 1, as the studies use; 0: torch's own)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads for both paths (default 1, as the studies use; 0: torch's own)",
+    )
     args = parser.parse_args()
     keep_freed_memory()  # as the CLI does
     runtime.ANALYSIS_THREADS = args.threads or None  # both the plain loop and the fast path run under it
@@ -67,23 +72,29 @@ def main() -> None:
     configs = [[]] + [[h] for h in adder.heads]
     with runtime.analysis_threads():
         n_threads = torch.get_num_threads()
-    print(f"torch {torch.__version__}, {n_threads} threads, {os.cpu_count()} CPUs; "
-          f"load average before: {os.getloadavg()[0]:.2f}")
+    print(
+        f"torch {torch.__version__}, {n_threads} threads, {os.cpu_count()} CPUs; "
+        f"load average before: {os.getloadavg()[0]:.2f}"
+    )
     print(f"model: {what}; {len(configs)} evaluations x {len(problems)} problems; best of {args.repeats}\n")
     print(f"{'mode':<6} {'plain loop':>11} {'fast sweep':>11} {'speed-up':>9}  {'same':>5}  fast <= 15 s")
-    for mode in (["zero", "mean"] if args.mode == "both" else [args.mode]):
+    for mode in ["zero", "mean"] if args.mode == "both" else [args.mode]:
         if mode == "mean":
             mean_z(adder.model)  # computed once per model and cached, like the studies do
-        plain_s, plain_all, plain = best_of(lambda: A.plain_matches(adder, problems, configs, mode), args.repeats)
-        fast_s, fast_all, fast = best_of(lambda: A.fast_matches(adder, problems, configs, mode), args.repeats)
+        plain_s, plain_all, plain = best_of(lambda: A.plain_matches(adder, problems, configs, mode), args.repeats)  # noqa: B023 (called here)
+        fast_s, fast_all, fast = best_of(lambda: A.fast_matches(adder, problems, configs, mode), args.repeats)  # noqa: B023
         same = bool(np.array_equal(plain, fast))
-        print(f"{mode:<6} {plain_s:10.2f}s {fast_s:10.2f}s {plain_s / fast_s:8.2f}x  {str(same):>5}  "
-              f"{'yes' if fast_s <= 15 else 'NO'}   (all runs: plain {', '.join(f'{t:.2f}' for t in plain_all)};"
-              f" fast {', '.join(f'{t:.2f}' for t in fast_all)})")
+        print(
+            f"{mode:<6} {plain_s:10.2f}s {fast_s:10.2f}s {plain_s / fast_s:8.2f}x  {str(same):>5}  "
+            f"{'yes' if fast_s <= 15 else 'NO'}   (all runs: plain {', '.join(f'{t:.2f}' for t in plain_all)};"
+            f" fast {', '.join(f'{t:.2f}' for t in fast_all)})"
+        )
         if not same:
             raise SystemExit("the fast sweep disagrees with the plain loop")
-    print(f"\nload average after: {os.getloadavg()[0]:.2f} (on {os.cpu_count()} CPUs: above ~{os.cpu_count()} "
-          f"means other work shared the cores and the times are inflated)")
+    print(
+        f"\nload average after: {os.getloadavg()[0]:.2f} (on {os.cpu_count()} CPUs: above ~{os.cpu_count()} "
+        f"means other work shared the cores and the times are inflated)"
+    )
 
 
 if __name__ == "__main__":

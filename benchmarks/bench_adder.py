@@ -11,6 +11,7 @@ values, which nn.TransformerDecoder cannot, so the baseline reruns the decoder o
     python benchmarks/bench_adder.py            # everything (a few minutes on 2 cores)
     python benchmarks/bench_adder.py --quick    # evaluation speed only
 """
+
 import argparse
 import statistics
 import time
@@ -33,9 +34,17 @@ class TorchTransformerAdder(nn.Module):
         self.tok_embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.src_pos = nn.Embedding(cfg.max_src_len, cfg.d_model)
         self.tgt_pos = nn.Embedding(cfg.max_tgt_len, cfg.d_model)
-        self.transformer = nn.Transformer(cfg.d_model, cfg.n_heads, cfg.n_enc_layers, cfg.n_dec_layers,
-                                          cfg.d_ff, dropout=0.0, activation="gelu", batch_first=True,
-                                          norm_first=True)
+        self.transformer = nn.Transformer(
+            cfg.d_model,
+            cfg.n_heads,
+            cfg.n_enc_layers,
+            cfg.n_dec_layers,
+            cfg.d_ff,
+            dropout=0.0,
+            activation="gelu",
+            batch_first=True,
+            norm_first=True,
+        )
         self.unembed = nn.Linear(cfg.d_model, cfg.vocab_size)
 
     def encode(self, src):
@@ -47,8 +56,9 @@ class TorchTransformerAdder(nn.Module):
         """Logits for every position of tgt, reading the given memory (nn.Transformer.decoder)."""
         tgt_x = self.tok_embed(tgt) + self.tgt_pos(torch.arange(tgt.size(1), device=tgt.device))
         causal = nn.Transformer.generate_square_subsequent_mask(tgt.size(1), device=tgt.device)
-        y = self.transformer.decoder(tgt_x, memory, tgt_mask=causal, memory_key_padding_mask=src_pad,
-                                     tgt_is_causal=True)
+        y = self.transformer.decoder(
+            tgt_x, memory, tgt_mask=causal, memory_key_padding_mask=src_pad, tgt_is_causal=True
+        )
         return self.unembed(y)
 
     def forward(self, src, tgt):
@@ -93,8 +103,11 @@ def matrix_product_floor(model: Seq2SeqTransformer, repeats: int = 5) -> tuple[f
     a, b = load_test_set()
     src = encode_sources(a, b, model.cfg.n_digits, model.cfg.zero_pad)
     calls = []
-    hooks = [m.register_forward_hook(lambda mod, inputs, _: calls.append((mod, inputs[0].shape)))
-             for m in model.modules() if isinstance(m, nn.Linear)]
+    hooks = [
+        m.register_forward_hook(lambda mod, inputs, _: calls.append((mod, inputs[0].shape)))
+        for m in model.modules()
+        if isinstance(m, nn.Linear)
+    ]
     try:
         model.greedy(src)
     finally:
@@ -119,26 +132,36 @@ def main() -> None:
     cfg = Seq2SeqConfig()
     print(f"torch threads: {torch.get_num_threads()}")
     ours, theirs = eval_speed(Seq2SeqTransformer(cfg).eval()), eval_speed(TorchTransformerAdder(cfg).eval())
-    print(f"greedy evaluation of 10,000 problems: attnkit {ours:.3f} s, nn.Transformer {theirs:.3f} s "
-          f"(ratio {ours / theirs:.2f}; goal <= 0.5 s: {'yes' if ours <= 0.5 else 'NO'})")
+    print(
+        f"greedy evaluation of 10,000 problems: attnkit {ours:.3f} s, nn.Transformer {theirs:.3f} s "
+        f"(ratio {ours / theirs:.2f}; goal <= 0.5 s: {'yes' if ours <= 0.5 else 'NO'})"
+    )
     floor, gflop = matrix_product_floor(Seq2SeqTransformer(cfg).eval())
-    print(f"  of which matrix products alone (every nn.Linear call replayed): {floor:.3f} s for {gflop:.1f} GFLOP "
-          f"({gflop / floor:.0f} GFLOP/s), {floor / ours:.0%} of attnkit's evaluation")
+    print(
+        f"  of which matrix products alone (every nn.Linear call replayed): {floor:.3f} s for {gflop:.1f} GFLOP "
+        f"({gflop / floor:.0f} GFLOP/s), {floor / ours:.0%} of attnkit's evaluation"
+    )
     if args.quick:
         return
-    runs = [("attnkit, assignment order", cfg, False, 60),
-            ("attnkit, reversed output", Seq2SeqConfig(reverse_output=True), False, 20),
-            ("nn.Transformer, assignment order", cfg, True, None),
-            ("attnkit, operands without leading 0s", Seq2SeqConfig(zero_pad=False), False, None)]
+    runs = [
+        ("attnkit, assignment order", cfg, False, 60),
+        ("attnkit, reversed output", Seq2SeqConfig(reverse_output=True), False, 20),
+        ("nn.Transformer, assignment order", cfg, True, None),
+        ("attnkit, operands without leading 0s", Seq2SeqConfig(zero_pad=False), False, None),
+    ]
     results = {}
     for name, c, baseline, goal in runs:
         r = results[name] = time_to_target(c, AdderTrainConfig(), baseline)
         verdict = "" if goal is None else f"  goal <= {goal} s: {'yes' if r['seconds'] <= goal else 'NO'}"
-        print(f"{name:38s} {r['seconds']:6.1f} s  {r['steps']:5d} steps  held-out exact match "
-              f"{r['exact_match']:.4f}{verdict}")
+        print(
+            f"{name:38s} {r['seconds']:6.1f} s  {r['steps']:5d} steps  held-out exact match "
+            f"{r['exact_match']:.4f}{verdict}"
+        )
     base = results["nn.Transformer, assignment order"]["seconds"]
-    print(f"ratio attnkit / nn.Transformer (assignment order): "
-          f"{results['attnkit, assignment order']['seconds'] / base:.2f}")
+    print(
+        f"ratio attnkit / nn.Transformer (assignment order): "
+        f"{results['attnkit, assignment order']['seconds'] / base:.2f}"
+    )
 
 
 if __name__ == "__main__":

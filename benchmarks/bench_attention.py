@@ -7,6 +7,7 @@ the sortedness classifier), d_head 16. The bar: the kit's attention must not be 
 training slow, so at those sizes it should be within 2x of PyTorch's fused kernel.
 Numbers depend on the machine and on what else runs on it; report both.
 """
+
 import argparse
 import statistics
 import time
@@ -41,15 +42,18 @@ def fwd_bwd(fn, *inputs):
             t.grad = None
         out = fn(*inputs)
         out.sum().backward()
+
     return step
 
 
 def bench_sdpa(batch, heads, n_pos, d_head, causal, repeats):
     q, k, v = (torch.randn(batch, heads, n_pos, d_head, requires_grad=True) for _ in range(3))
     mask = causal_mask(n_pos) if causal else None
-    return compare_ms(fwd_bwd(lambda q, k, v: scaled_dot_product_attention(q, k, v, mask)[0], q, k, v),
-                      fwd_bwd(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal), q, k, v),
-                      repeats)
+    return compare_ms(
+        fwd_bwd(lambda q, k, v: scaled_dot_product_attention(q, k, v, mask)[0], q, k, v),
+        fwd_bwd(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal), q, k, v),
+        repeats,
+    )
 
 
 def bench_mha(batch, heads, n_pos, d_head, causal, repeats):
@@ -57,18 +61,23 @@ def bench_mha(batch, heads, n_pos, d_head, causal, repeats):
     ours_m, theirs_m = MultiHeadAttention(d_model, heads), nn.MultiheadAttention(d_model, heads, batch_first=True)
     x = torch.randn(batch, n_pos, d_model, requires_grad=True)
     pad = torch.arange(n_pos) >= torch.randint(1, n_pos + 1, (batch, 1))  # True = padding
-    attn_mask = ~causal_mask(n_pos) if causal else None                     # theirs: True = blocked
-    return compare_ms(fwd_bwd(lambda x: ours_m(x, key_padding_mask=pad, causal=causal), x),
-                      fwd_bwd(lambda x: theirs_m(x, x, x, key_padding_mask=pad, attn_mask=attn_mask,
-                                                 need_weights=False)[0], x),
-                      repeats)
+    attn_mask = ~causal_mask(n_pos) if causal else None  # theirs: True = blocked
+    return compare_ms(
+        fwd_bwd(lambda x: ours_m(x, key_padding_mask=pad, causal=causal), x),
+        fwd_bwd(lambda x: theirs_m(x, x, x, key_padding_mask=pad, attn_mask=attn_mask, need_weights=False)[0], x),
+        repeats,
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=11)
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch threads (default: torch's own); 1 gives steadier numbers on a busy machine")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads (default: torch's own); 1 gives steadier numbers on a busy machine",
+    )
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)

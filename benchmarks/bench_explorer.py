@@ -11,6 +11,7 @@ The bar: the explorer's median redraw is at most 150 ms on a laptop CPU. Wall-cl
 depend on what else runs on the machine, so the load average and the process CPU time are
 printed as well; report both.
 """
+
 import argparse
 import os
 import statistics
@@ -20,8 +21,8 @@ import attnkit
 from attnkit.adder import CHECKPOINT, Adder
 from attnkit.adder.data import load_test_set
 from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
-from attnkit.ui.plotting import AttentionPlot
 from attnkit.core.runtime import torch_threads
+from attnkit.ui.plotting import AttentionPlot
 from attnkit.ui.widgets import ALL_HEADS, AttentionExplorer
 
 BAR_MS = 150.0
@@ -53,13 +54,15 @@ def main() -> None:
     else:
         adder, which = Adder(Seq2SeqTransformer(Seq2SeqConfig())), "untrained (data/adder.pt missing)"
     a, b = load_test_set()
-    a, b = a[:args.n], b[:args.n]
+    a, b = a[: args.n], b[: args.n]
     start = time.perf_counter()
     explorer = AttentionExplorer(adder, a, b)
     setup = time.perf_counter() - start
     load = os.getloadavg()
-    print(f"model: {which}; {len(a)} held-out problems; {os.cpu_count()} CPUs, "
-          f"load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1/5/15 min)")
+    print(
+        f"model: {which}; {len(a)} held-out problems; {os.cpu_count()} CPUs, "
+        f"load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1/5/15 min)"
+    )
     print(f"explorer set-up (one pass over every problem + head roles): {setup:.2f} s\n")
     print(f"{'view':<34} {'explorer':>17} {'recompute':>17} {'ratio':>7}")
     print(f"{'':<34} {'wall / cpu ms':>17} {'wall / cpu ms':>17}")
@@ -77,15 +80,16 @@ def main() -> None:
             i = i % len(a)
             with torch_threads(1):
                 _, cache = adder.run_with_cache([f"{a[i]}+{b[i]}"])
-            plot.png(plot.figure(cache, 0, kind, layer, None if head == ALL_HEADS else head,
-                                 adder.cfg.reverse_output))
+            plot.png(plot.figure(cache, 0, kind, layer, None if head == ALL_HEADS else head, adder.cfg.reverse_output))  # noqa: B023 (run in this iteration)
 
         (ours, ours_cpu), (base, base_cpu) = timed([move, recompute], args.moves)
         worst = max(worst, ours)
         label = f"{kind}.{layer} " + ("all heads (grid)" if head == ALL_HEADS else f"head {head}")
         print(f"{label:<34} {ours:8.1f} / {ours_cpu:6.1f} {base:8.1f} / {base_cpu:6.1f} {base / ours:6.2f}x")
-    print(f"\nslowest median redraw: {worst:.1f} ms — within {BAR_MS:.0f} ms: {'yes' if worst <= BAR_MS else 'no'}"
-          + ("" if load[0] < (os.cpu_count() or 1) else "  (machine busy: the load average exceeds the CPU count)"))
+    print(
+        f"\nslowest median redraw: {worst:.1f} ms — within {BAR_MS:.0f} ms: {'yes' if worst <= BAR_MS else 'no'}"
+        + ("" if load[0] < (os.cpu_count() or 1) else "  (machine busy: the load average exceeds the CPU count)")
+    )
 
 
 if __name__ == "__main__":

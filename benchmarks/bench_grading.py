@@ -16,6 +16,7 @@ whether other work shared the CPU when you quote them).
 Measured (--students 2, 2 cores heavily shared with other sessions' tests): 12.0 s per notebook
 sequentially, 6.3 s with --jobs 2 (1.89x), pre-flight 80 s; extrapolated 64 min for 100 x 6 (goal 60).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,31 +75,61 @@ def main() -> None:
 
         table = Path(tmp) / "grades.csv"
         start = time.monotonic()
-        subprocess.run([sys.executable, "-m", "attnkit", "grade", *map(str, paths), "--jobs", str(CORES),
-                        "--csv", str(table), "--no-preflight"], check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "attnkit",
+                "grade",
+                *map(str, paths),
+                "--jobs",
+                str(CORES),
+                "--csv",
+                str(table),
+                "--no-preflight",
+            ],
+            check=True,
+            capture_output=True,
+        )
         parallel_s = time.monotonic() - start
-        parallel_rows = {(r["learner_file"], r["exercise"]): r["passed"] == "yes"
-                         for r in csv.DictReader(table.open(encoding="utf-8"))}
+        parallel_rows = {
+            (r["learner_file"], r["exercise"]): r["passed"] == "yes"
+            for r in csv.DictReader(table.open(encoding="utf-8"))
+        }
 
     # The two runs must agree, and give what was handed in: solutions pass, stubs do not.
-    wrong = [row for row in sequential_rows if not row.passed == (int(Path(row.learner_file).parent.name) % 2 == 0)
-             == parallel_rows.get((row.learner_file, row.exercise))]
+    wrong = [
+        row
+        for row in sequential_rows
+        if not row.passed
+        == (int(Path(row.learner_file).parent.name) % 2 == 0)
+        == parallel_rows.get((row.learner_file, row.exercise))
+    ]
     n = len(paths)
-    print(f"rows: {len(sequential_rows)}, not as expected or differing between the runs: {len(wrong)}",
-          *wrong[:5], sep="\n")
-    print(f"\n{args.students} students x {n // args.students} notebooks = {n} notebooks "
-          f"(half solutions, half student edition)")
+    print(
+        f"rows: {len(sequential_rows)}, not as expected or differing between the runs: {len(wrong)}",
+        *wrong[:5],
+        sep="\n",
+    )
+    print(
+        f"\n{args.students} students x {n // args.students} notebooks = {n} notebooks "
+        f"(half solutions, half student edition)"
+    )
     print(f"{'notebook':<42} {'solution s':>10} {'student s':>10}")
     for name, times in sorted(seconds.items()):
         print(f"{name:<42} {sum(times[0::2]) / len(times[0::2]):>10.1f} {sum(times[1::2]) / len(times[1::2]):>10.1f}")
     print(f"sequential (--jobs 1): {sequential_s:.0f} s, {sequential_s / n:.1f} s per notebook")
-    print(f"parallel   (--jobs {CORES}): {parallel_s:.0f} s, {parallel_s / n:.1f} s per notebook; "
-          f"speed-up {sequential_s / parallel_s:.2f}x")
+    print(
+        f"parallel   (--jobs {CORES}): {parallel_s:.0f} s, {parallel_s / n:.1f} s per notebook; "
+        f"speed-up {sequential_s / parallel_s:.2f}x"
+    )
     whole = CLASS * (n // args.students)
     minutes = (preflight_s + parallel_s / n * whole) / 60
-    print(f"extrapolated: {CLASS} students x {n // args.students} notebooks on {CORES} cores = {minutes:.0f} min "
-          f"(goal {GOAL_MINUTES} min: {'met' if minutes <= GOAL_MINUTES else 'NOT met'}); "
-          f"sequentially {(preflight_s + sequential_s / n * whole) / 60:.0f} min")
+    print(
+        f"extrapolated: {CLASS} students x {n // args.students} notebooks on {CORES} cores = {minutes:.0f} min "
+        f"(goal {GOAL_MINUTES} min: {'met' if minutes <= GOAL_MINUTES else 'NOT met'}); "
+        f"sequentially {(preflight_s + sequential_s / n * whole) / 60:.0f} min"
+    )
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ The adder issue asks for greedy evaluation of the 10,000 held-out problems in <=
 
     python benchmarks/bench_greedy_limits.py [--compile]
 """
+
 import argparse
 import copy
 import statistics
@@ -22,19 +23,20 @@ import time
 
 import torch
 import torch.nn.functional as F
+from bench_adder import matrix_product_floor
 
 from attnkit.adder import Adder
-from attnkit.core.attention import softmax_short_rows
 from attnkit.adder.data import BOS, encode_sources, load_test_set
-
-from bench_adder import matrix_product_floor
+from attnkit.core.attention import softmax_short_rows
 
 
 def qkv_weights(attn) -> tuple[torch.Tensor, torch.Tensor]:
     """W_Q (scaled by 1/sqrt(d_head)), W_K, W_V stacked: one matrix product instead of three."""
-    scale = attn.d_head ** -0.5
-    return (torch.cat([attn.W_Q.weight * scale, attn.W_K.weight, attn.W_V.weight]),
-            torch.cat([attn.W_Q.bias * scale, attn.W_K.bias, attn.W_V.bias]))
+    scale = attn.d_head**-0.5
+    return (
+        torch.cat([attn.W_Q.weight * scale, attn.W_K.weight, attn.W_V.weight]),
+        torch.cat([attn.W_Q.bias * scale, attn.W_K.bias, attn.W_V.bias]),
+    )
 
 
 def layer_norm(ln, x):
@@ -65,8 +67,10 @@ def fused_greedy(model, src: torch.Tensor, chunk: int = 2048) -> torch.Tensor:
         memory = layer_norm(model.ln_enc, x)
         cross = []
         for layer in model.decoder:
-            k, v = (m(memory).view(batch, n_src, n_heads, d_head).transpose(1, 2).contiguous()
-                    for m in (layer.cross_attn.W_K, layer.cross_attn.W_V))
+            k, v = (
+                m(memory).view(batch, n_src, n_heads, d_head).transpose(1, 2).contiguous()
+                for m in (layer.cross_attn.W_K, layer.cross_attn.W_V)
+            )
             cross.append((k, v))
         cache = [torch.empty(2, batch, n_heads, steps, d_head) for _ in model.decoder]
         token, out = torch.full((batch,), BOS, dtype=torch.long), []
@@ -75,11 +79,11 @@ def fused_greedy(model, src: torch.Tensor, chunk: int = 2048) -> torch.Tensor:
             for layer, (w, bias), kv, (ck, cv) in zip(model.decoder, dec_qkv, cache, cross):
                 q, k, v = F.linear(layer_norm(layer.ln_self, y), w, bias).view(batch, 3, n_heads, d_head).unbind(1)
                 kv[0, :, :, t], kv[1, :, :, t] = k, v
-                weights = softmax_short_rows((q.unsqueeze(2) * kv[0, :, :, :t + 1]).sum(-1))
-                z = (weights.unsqueeze(-1) * kv[1, :, :, :t + 1]).sum(2)
+                weights = softmax_short_rows((q.unsqueeze(2) * kv[0, :, :, : t + 1]).sum(-1))
+                z = (weights.unsqueeze(-1) * kv[1, :, :, : t + 1]).sum(2)
                 y = y + layer.self_attn.W_O(z.reshape(batch, cfg.d_model))
                 q = layer.cross_attn.W_Q(layer_norm(layer.ln_cross, y)).view(batch, n_heads, 1, d_head)
-                weights = softmax_short_rows(q @ ck.transpose(-2, -1) * d_head ** -0.5)
+                weights = softmax_short_rows(q @ ck.transpose(-2, -1) * d_head**-0.5)
                 z = (weights.transpose(-2, -1) * cv).sum(2)
                 y = y + layer.cross_attn.W_O(z.reshape(batch, cfg.d_model))
                 y = y + feed_forward(layer.ff, layer_norm(layer.ln_ff, y))
@@ -122,10 +126,14 @@ def main() -> None:
     floor, gflop = matrix_product_floor(model)
     base = statistics.median(times["package greedy"])
     for name, ts in times.items():
-        print(f"{name:20s} median {statistics.median(ts):.3f} s (min {min(ts):.3f}), "
-              f"ratio to the package {statistics.median(ts) / base:.2f}")
-    print(f"{'matrix products':20s} {floor:.3f} s for {gflop:.1f} GFLOP ({gflop / floor:.0f} GFLOP/s): "
-          f"the floor for any float32 code that computes these products")
+        print(
+            f"{name:20s} median {statistics.median(ts):.3f} s (min {min(ts):.3f}), "
+            f"ratio to the package {statistics.median(ts) / base:.2f}"
+        )
+    print(
+        f"{'matrix products':20s} {floor:.3f} s for {gflop:.1f} GFLOP ({gflop / floor:.0f} GFLOP/s): "
+        f"the floor for any float32 code that computes these products"
+    )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ the kit, torch and matplotlib, the floor every notebook stands on (the ratios ar
 
 The goal is 600 MB peak for every notebook: exits 1 when one goes over.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,9 +30,12 @@ from attnkit.course.grading import _kernel_manager  # noqa: E402
 from attnkit.resources import notebooks_dir  # noqa: E402
 
 GOAL_MB = 600
-MIB = 2 ** 20
-BARE = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
-    "import attnkit, torch, matplotlib.pyplot as plt\nattnkit.load_pretrained('adder');")])
+MIB = 2**20
+BARE = nbformat.v4.new_notebook(
+    cells=[
+        nbformat.v4.new_code_cell("import attnkit, torch, matplotlib.pyplot as plt\nattnkit.load_pretrained('adder');")
+    ]
+)
 
 
 def proc_status(pid: int, field: str) -> int:
@@ -51,7 +55,12 @@ def high_water(pid: int) -> int:
 def run(nb, folder: Path, cells: bool = False) -> dict:
     """Run `nb` in a fresh one-thread kernel: peak RSS, CPU and wall seconds, threads at the end."""
     client = NotebookClient(nb, km=_kernel_manager(), timeout=900, resources={"metadata": {"path": str(folder)}})
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+    }
     start = time.perf_counter()
     with client.setup_kernel(env=env, stderr=subprocess.DEVNULL):  # the kernel's own log, not the cells'
         kernel = psutil.Process(client.km.provisioner.process.pid)
@@ -62,13 +71,20 @@ def run(nb, folder: Path, cells: bool = False) -> dict:
             client.execute_cell(cell, index)
             if cells:
                 rss, peak = kernel.memory_info().rss, high_water(kernel.pid)
-                print(f"    cell {index + 1:3d}: rss {rss / MIB:6.0f} MiB ({(rss - before) / MIB:+5.0f})  "
-                      f"peak {peak / MIB:6.0f} MiB   {cell.source.splitlines()[0][:60] if cell.source else ''}")
+                print(
+                    f"    cell {index + 1:3d}: rss {rss / MIB:6.0f} MiB ({(rss - before) / MIB:+5.0f})  "
+                    f"peak {peak / MIB:6.0f} MiB   {cell.source.splitlines()[0][:60] if cell.source else ''}"
+                )
                 before = rss
         wall = time.perf_counter() - start
         cpu = kernel.cpu_times()
-        return {"peak": high_water(kernel.pid), "shared": proc_status(kernel.pid, "RssFile"), "cpu": cpu.user + cpu.system + cpu.children_user + cpu.children_system,
-                "wall": wall, "threads": kernel.num_threads()}
+        return {
+            "peak": high_water(kernel.pid),
+            "shared": proc_status(kernel.pid, "RssFile"),
+            "cpu": cpu.user + cpu.system + cpu.children_user + cpu.children_system,
+            "wall": wall,
+            "threads": kernel.num_threads(),
+        }
 
 
 def main(argv=None) -> int:
@@ -81,14 +97,22 @@ def main(argv=None) -> int:
         paths = write_edition(notebooks_dir(), folder, "complete")[0]
         paths = [p for p in sorted(paths) if not args.only or p.name[:2] in args.only]
         floor = run(BARE, folder)
-        print(f"{'notebook':42s} {'peak MB':>8s} {'x floor':>8s} {'shared':>7s} {'CPU s':>7s} {'wall s':>7s} {'threads':>7s}")
-        print(f"{'(bare kernel: import attnkit, load adder)':42s} {floor['peak'] / 1e6:8.0f} {1:8.2f} "
-              f"{floor['shared'] / 1e6:7.0f} {floor['cpu']:7.1f} {floor['wall']:7.1f} {floor['threads']:7d}")
+        print(
+            f"{'notebook':42s} {'peak MB':>8s} {'x floor':>8s} {'shared':>7s} {'CPU s':>7s} {'wall s':>7s} "
+            f"{'threads':>7s}"
+        )
+        print(
+            f"{'(bare kernel: import attnkit, load adder)':42s} {floor['peak'] / 1e6:8.0f} {1:8.2f} "
+            f"{floor['shared'] / 1e6:7.0f} {floor['cpu']:7.1f} {floor['wall']:7.1f} {floor['threads']:7d}"
+        )
         over = []
         for path in paths:
             r = run(nbformat.read(path, as_version=4), folder, args.cells)
-            print(f"{path.name[:42]:42s} {r['peak'] / 1e6:8.0f} {r['peak'] / floor['peak']:8.2f} "
-                  f"{r['shared'] / 1e6:7.0f} {r['cpu']:7.1f} {r['wall']:7.1f} {r['threads']:7d}", flush=True)
+            print(
+                f"{path.name[:42]:42s} {r['peak'] / 1e6:8.0f} {r['peak'] / floor['peak']:8.2f} "
+                f"{r['shared'] / 1e6:7.0f} {r['cpu']:7.1f} {r['wall']:7.1f} {r['threads']:7d}",
+                flush=True,
+            )
             if r["peak"] > GOAL_MB * 1e6:
                 over.append(path.name)
     print("shared: of the resident memory at the end, the file pages (libraries) that all kernels share")

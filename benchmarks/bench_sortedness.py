@@ -5,16 +5,28 @@
 The full experiment trains 21 models (6 encodings × 3 seeds + 3 variants) for 2,000 steps each (2,400 for
 the sinusoidal and learned tables), on one thread, in one worker process per core; the estimate below adds
 the evaluations. Last, the evaluation at length 256 with freed memory kept in the process (what attnkit
-does in the CLI and the experiment runner, core/allocator.py) against glibc's initial thresholds, which hand it back to the OS.
+does in the CLI and the experiment runner, core/allocator.py) against glibc's initial thresholds, which
+hand it back to the OS.
 """
+
 import time
 
 import torch
 
 from attnkit.core.allocator import keep_freed_memory
 from attnkit.core.positional import ENCODINGS
-from attnkit.sortedness import (DataConfig, SortednessConfig, SortednessTrainConfig, accuracy_by_kind, evaluate_classifier, make_test_sets,
-                                make_train_set, make_val_set, train_classifier, train_config)
+from attnkit.sortedness import (
+    DataConfig,
+    SortednessConfig,
+    SortednessTrainConfig,
+    accuracy_by_kind,
+    evaluate_classifier,
+    make_test_sets,
+    make_train_set,
+    make_val_set,
+    train_classifier,
+    train_config,
+)
 
 
 def main(steps: int = 100) -> None:
@@ -46,8 +58,10 @@ def main(steps: int = 100) -> None:
     keep_freed_memory(False)
     returned = min(eval_256(model) for _ in range(3))
     keep_freed_memory(True)
-    print(f"evaluation at length 256 (750 rows): freed memory kept {kept:.2f} s, handed back to the OS "
-          f"{returned:.2f} s (ratio {returned / kept:.2f})")
+    print(
+        f"evaluation at length 256 (750 rows): freed memory kept {kept:.2f} s, handed back to the OS "
+        f"{returned:.2f} s (ratio {returned / kept:.2f})"
+    )
 
 
 if __name__ == "__main__":

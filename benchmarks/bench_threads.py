@@ -18,6 +18,7 @@ Why one thread can win under load: every op of a tiny model (d_model 64) is spli
 threads and waits for the slowest; when another process holds a core, that thread is scheduled
 late on every op, so a two-thread run waits on each of its thousands of small ops.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,15 +36,15 @@ from attnkit.adder.model import Seq2SeqConfig
 from attnkit.adder.train import AdderTrainConfig, train_adder
 from attnkit.core.runtime import torch_threads
 
-CHOSEN = 1                          # what notebooks 02–05 set (torch.set_num_threads(1))
+CHOSEN = 1  # what notebooks 02–05 set (torch.set_num_threads(1))
 # torch's default: one thread per core. With OMP_NUM_THREADS set (make test sets 1) torch starts with
 # that instead, so the core count stands in for the default.
 DEFAULT = (os.cpu_count() or 1) if os.environ.get("OMP_NUM_THREADS") else torch.get_num_threads()
-BUSY = "while True: pass"           # one core's worth of competing work
+BUSY = "while True: pass"  # one core's worth of competing work
 
 
 def train_seconds(steps: int) -> float:
-    cfg = AdderTrainConfig(max_steps=steps, eval_every=10 ** 6, n_val=200)
+    cfg = AdderTrainConfig(max_steps=steps, eval_every=10**6, n_val=200)
     start = time.perf_counter()
     train_adder(Seq2SeqConfig(), cfg, progress=False)
     return time.perf_counter() - start
@@ -59,7 +60,7 @@ def measure(steps: int, repeats: int, model, a, b, default: int = DEFAULT) -> di
     """{threads: {"train": [s, ...], "eval": [s, ...]}}, the settings interleaved."""
     times = {n: {"train": [], "eval": []} for n in (CHOSEN, default)}
     for r in range(repeats):
-        for n in (list(times) if r % 2 == 0 else list(times)[::-1]):  # alternate which goes first
+        for n in list(times) if r % 2 == 0 else list(times)[::-1]:  # alternate which goes first
             with torch_threads(n):
                 times[n]["train"].append(train_seconds(steps))
                 times[n]["eval"].append(eval_seconds(model, a, b))
@@ -71,19 +72,25 @@ def main(argv=None) -> dict:
     parser.add_argument("--steps", type=int, default=60, help="training steps per run (default 60)")
     parser.add_argument("--repeats", type=int, default=2, help="runs per setting and condition (median)")
     parser.add_argument("--load", type=int, default=os.cpu_count() or 1, help="busy processes (default: one per core)")
-    parser.add_argument("--default", type=int, default=DEFAULT,
-                        help=f"thread count standing for torch's default (here {DEFAULT})")
+    parser.add_argument(
+        "--default", type=int, default=DEFAULT, help=f"thread count standing for torch's default (here {DEFAULT})"
+    )
     parser.add_argument("--eval-n", type=int, default=None, help="problems to evaluate (default: all 10,000)")
     args = parser.parse_args(argv)
     if os.environ.get("OMP_NUM_THREADS"):
-        print(f"note: OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} is set; {DEFAULT} threads (one per core) "
-              f"stand for torch's default")
-    from attnkit.adder import Adder, CHECKPOINT
+        print(
+            f"note: OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} is set; {DEFAULT} threads (one per core) "
+            f"stand for torch's default"
+        )
+    from attnkit.adder import CHECKPOINT, Adder
+
     model = Adder.load(CHECKPOINT, device="cpu").model
     a, b = load_test_set()
-    a, b = a[:args.eval_n], b[:args.eval_n]
-    print(f"{len(os.sched_getaffinity(0))} CPU cores; torch default {args.default} threads, notebooks use {CHOSEN}; "
-          f"{args.steps} training steps and a greedy evaluation of {len(a)} sums per run")
+    a, b = a[: args.eval_n], b[: args.eval_n]
+    print(
+        f"{len(os.sched_getaffinity(0))} CPU cores; torch default {args.default} threads, notebooks use {CHOSEN}; "
+        f"{args.steps} training steps and a greedy evaluation of {len(a)} sums per run"
+    )
     with torch_threads(CHOSEN):  # warm-up: one-time costs (first calls, allocations) counted in no run
         train_seconds(2)
         eval_seconds(model, a[:100], b[:100])
@@ -96,7 +103,10 @@ def main(argv=None) -> dict:
         for p in load:
             p.kill()
             p.wait()
-    print(f"\n{'condition':32s} {'work':6s} {f'{CHOSEN} thread':>10s} {f'{args.default} threads':>10s} {'default/chosen':>15s}")
+    print(
+        f"\n{'condition':32s} {'work':6s} {f'{CHOSEN} thread':>10s} {f'{args.default} threads':>10s} "
+        f"{'default/chosen':>15s}"
+    )
     for condition, times in results.items():
         for work in ("train", "eval"):
             chosen, default = (statistics.median(times[n][work]) for n in (CHOSEN, args.default))

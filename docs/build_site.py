@@ -13,6 +13,7 @@ comes from a CDN: MathJax 2.7 from PyPI's `jupyter-server-mathjax` (the build th
 served); require.js and @jupyter-widgets/html-manager from the npm registry, at the versions and
 sha512 hashes below, fetched once with `npm pack` into build/site-vendor/.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,10 +39,8 @@ VENDOR_CACHE = ROOT / "build" / "site-vendor"
 
 # npm package -> the registry's sha512 integrity of its tarball (`npm view PKG@VER dist.integrity`).
 NPM = {
-    "requirejs@2.3.7":
-        "sha512-DouTG8T1WanGok6Qjg2SXuCMzszOo0eHeH9hDZ5Y4x8Je+9JB38HdTLT4/VA8OaUhBa0JPVHJ0pyBkM1z+pDsw==",
-    "@jupyter-widgets/html-manager@1.0.15":
-        "sha512-5thBIV6ymNgmPVOHvzx+gGy8ZSKmSazhtGw4/c4xJDVzRhG9PTeQsRjF3FUTopvFi//SABeNz1yp47bCrJ3CQA==",
+    "requirejs@2.3.7": "sha512-DouTG8T1WanGok6Qjg2SXuCMzszOo0eHeH9hDZ5Y4x8Je+9JB38HdTLT4/VA8OaUhBa0JPVHJ0pyBkM1z+pDsw==",  # noqa: E501
+    "@jupyter-widgets/html-manager@1.0.15": "sha512-5thBIV6ymNgmPVOHvzx+gGy8ZSKmSazhtGw4/c4xJDVzRhG9PTeQsRjF3FUTopvFi//SABeNz1yp47bCrJ3CQA==",  # noqa: E501
 }
 STATIC = "_static"
 MATHJAX_URL = f"{STATIC}/mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"
@@ -57,6 +56,7 @@ KERNEL = "attnkit-site"  # a kernelspec made here, so the kernels run this very 
 
 # ---------------------------------------------------------------- offline assets
 
+
 def npm_tarball(spec: str, integrity: str) -> Path:
     """The package's tarball from build/site-vendor/, fetched with `npm pack` once; hash checked."""
     VENDOR_CACHE.mkdir(parents=True, exist_ok=True)
@@ -65,7 +65,9 @@ def npm_tarball(spec: str, integrity: str) -> Path:
     if not path.exists():
         npm = shutil.which("npm")
         if npm is None:
-            sys.exit(f"build_site: npm is needed once to fetch {spec} (apt-get install npm, or Node.js from nodejs.org)")
+            sys.exit(
+                f"build_site: npm is needed once to fetch {spec} (apt-get install npm, or Node.js from nodejs.org)"
+            )
         subprocess.run([npm, "pack", "--silent", spec], cwd=VENDOR_CACHE, check=True, stdout=subprocess.DEVNULL)
     digest = "sha512-" + base64.b64encode(hashlib.sha512(path.read_bytes()).digest()).decode()
     if digest != integrity:
@@ -106,6 +108,7 @@ def install_widget_renderer(root: Path) -> None:
 def copy_assets(out: Path) -> None:
     static = out / STATIC
     import jupyter_server_mathjax
+
     mathjax = Path(jupyter_server_mathjax.__file__).parent / "static"
     shutil.copytree(mathjax, static / "mathjax", ignore=shutil.ignore_patterns("localization"), dirs_exist_ok=True)
     install_widget_renderer(out)
@@ -119,12 +122,19 @@ def copy_assets(out: Path) -> None:
 
 # ---------------------------------------------------------------- executing and rendering
 
+
 def kernelspec(folder: Path) -> None:
     spec = folder / "kernels" / KERNEL
     spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "attnkit (site build)", "language": "python"}))
+    (spec / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "attnkit (site build)",
+                "language": "python",
+            }
+        )
+    )
 
 
 def execute(path: str) -> tuple[str, float]:
@@ -134,8 +144,9 @@ def execute(path: str) -> tuple[str, float]:
 
     nb = nbformat.read(path, as_version=4)
     start = time.monotonic()
-    NotebookClient(nb, kernel_name=KERNEL, timeout=900, store_widget_state=True,
-                   resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    NotebookClient(
+        nb, kernel_name=KERNEL, timeout=900, store_widget_state=True, resources={"metadata": {"path": str(NOTEBOOKS)}}
+    ).execute()
     nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
     return nbformat.writes(nb), time.monotonic() - start
 
@@ -154,15 +165,20 @@ def render(executed: str, stem: str, pages: list[str], commit: str) -> str:
     from nbconvert import HTMLExporter
 
     nb = nbformat.reads(executed, as_version=4)
-    exporter = HTMLExporter(template_name="lab", mathjax_url=MATHJAX_URL, require_js_url=REQUIRE_URL,
-                            widget_renderer_url=WIDGETS_URL)
+    exporter = HTMLExporter(
+        template_name="lab", mathjax_url=MATHJAX_URL, require_js_url=REQUIRE_URL, widget_renderer_url=WIDGETS_URL
+    )
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": stem}})
     widgets = "widgets" in nb.metadata
     i = pages.index(stem)
     prev_link = f'<a href="{pages[i - 1]}.html">← {pages[i - 1]}</a>' if i > 0 else ""
     next_link = f'<a href="{pages[i + 1]}.html">{pages[i + 1]} →</a>' if i + 1 < len(pages) else ""
-    note = (f"Its widgets show their saved state: {LIVE_NOTE} (<code>make lab</code>), since no Python "
-            "runs behind this page." if widgets else "To run it yourself: <code>make lab</code>.")
+    note = (
+        f"Its widgets show their saved state: {LIVE_NOTE} (<code>make lab</code>), since no Python "
+        "runs behind this page."
+        if widgets
+        else "To run it yourself: <code>make lab</code>."
+    )
     banner = f"""
 <nav class="attnkit-site-nav"><a href="index.html">attnkit course</a> · {prev_link} {next_link}</nav>
 <aside class="attnkit-site-note">This page is <code>notebooks/{stem}.ipynb</code>, run top to bottom on the
@@ -177,6 +193,7 @@ committed checkpoints (commit <code>{commit}</code>) with its outputs kept. {not
 
 
 # ---------------------------------------------------------------- the index page
+
 
 def tour_html(built: set[str]) -> str:
     """README's tour table, links pointed at the pages (rows without a page keep their text)."""
@@ -200,13 +217,20 @@ def index_page(built: list[str], titles: dict[str, str], commit: str, timings: d
     meta = DOCS / "figures.json"
     if meta.exists():
         captions = {name: entry.get("caption", "") for name, entry in json.loads(meta.read_text())["figures"].items()}
-    figures = sorted(DOCS.glob("*.png"), key=lambda png: (list(captions).index(png.name)
-                                                          if png.name in captions else len(captions), png.name))
+    figures = sorted(
+        DOCS.glob("*.png"),
+        key=lambda png: (list(captions).index(png.name) if png.name in captions else len(captions), png.name),
+    )
     gallery = "\n".join(
         f'<figure><img src="{STATIC}/figures/{png.name}" alt="{html.escape(captions.get(png.name, png.stem))}">'
-        f"<figcaption>{html.escape(captions.get(png.name, ''))}</figcaption></figure>" for png in figures)
-    pages = "\n".join(f'<li><a href="{stem}.html">{stem}</a> — {html.escape(titles[stem])} '
-                      f'<span class="attnkit-time">(ran in {timings[stem]:.0f} s)</span></li>' for stem in built)
+        f"<figcaption>{html.escape(captions.get(png.name, ''))}</figcaption></figure>"
+        for png in figures
+    )
+    pages = "\n".join(
+        f'<li><a href="{stem}.html">{stem}</a> — {html.escape(titles[stem])} '
+        f'<span class="attnkit-time">(ran in {timings[stem]:.0f} s)</span></li>'
+        for stem in built
+    )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>attnkit — transformer attention, built and taken apart</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -248,6 +272,7 @@ body.attnkit-index th, body.attnkit-index td { border: 1px solid #d0d7de; paddin
 
 # ---------------------------------------------------------------- main
 
+
 def build(out: Path, only: list[str] | None, jobs: int) -> dict[str, float]:
     paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
     if only:
@@ -258,19 +283,25 @@ def build(out: Path, only: list[str] | None, jobs: int) -> dict[str, float]:
     out.mkdir(parents=True)
     start = time.monotonic()
     copy_assets(out)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip() or "unknown"
-    if subprocess.run(["git", "status", "--porcelain", "--", "notebooks", "attnkit", "data"], cwd=ROOT,
-                      capture_output=True, text=True).stdout.strip():
+    commit = (
+        subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        or "unknown"
+    )
+    if subprocess.run(
+        ["git", "status", "--porcelain", "--", "notebooks", "attnkit", "data"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip():
         commit += " + local changes"
     with tempfile.TemporaryDirectory() as tmp:
         kernelspec(Path(tmp))
         os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [tmp, os.environ.get("JUPYTER_PATH")]))
         os.environ.setdefault("OMP_NUM_THREADS", "1")  # as `make test`: one thread per kernel
-        os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"  # figures inline, whatever the shell says
+        os.environ["MPLBACKEND"] = (
+            "module://matplotlib_inline.backend_inline"  # figures inline, whatever the shell says
+        )
         with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
             results = dict(zip((p.stem for p in paths), pool.map(execute, map(str, paths))))
     import nbformat
+
     stems = [p.stem for p in paths]
     timings = {stem: seconds for stem, (_, seconds) in results.items()}
     titles = {stem: title_of(nbformat.reads(executed, as_version=4)) for stem, (executed, _) in results.items()}
@@ -278,8 +309,10 @@ def build(out: Path, only: list[str] | None, jobs: int) -> dict[str, float]:
         (out / f"{stem}.html").write_text(render(executed, stem, stems, commit))
         print(f"  {stem}: ran in {seconds:.1f} s", flush=True)
     (out / "index.html").write_text(index_page(stems, titles, commit, timings))
-    print(f"site: {len(stems)} notebooks -> {out}/index.html in {time.monotonic() - start:.0f} s "
-          f"({jobs} at a time)", flush=True)
+    print(
+        f"site: {len(stems)} notebooks -> {out}/index.html in {time.monotonic() - start:.0f} s ({jobs} at a time)",
+        flush=True,
+    )
     return timings
 
 

@@ -10,8 +10,10 @@ shows here after `make figures`. docs/figures.json records, for each picture, th
 input (the data files it shows, the source files of the code that draws it, this script) and of
 the PNG itself; tests/test_docs_figures.py fails when a picture is older than what it shows.
 """
+
 from __future__ import annotations
 
+import ast
 import hashlib
 import inspect
 import io
@@ -27,8 +29,14 @@ RECORD = DOCS / "figures.json"
 MAX_BYTES = 200_000
 DPI = 90
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 ADDER_DATA = ["data/adder.pt", "data/adder.json", "data/adder_test.txt"]
 
@@ -37,23 +45,26 @@ ADDER_DATA = ["data/adder.pt", "data/adder.json", "data/adder_test.txt"]
 FIGURES = {
     "explorer.png": dict(
         caption="Notebook 03's attention explorer on a held-out sum: decoder cross-attention, layer 1, all "
-                "four heads; the orange boxes mark the aligned digit column.",
+        "four heads; the orange boxes mark the aligned digit column.",
         data=ADDER_DATA,
-        code=lambda: [_source_of("attnkit.ui.widgets", "AttentionExplorer"), _module_file("attnkit.ui.plotting")]),
+        code=lambda: [_source_of("attnkit.ui.widgets", "AttentionExplorer"), _module_file("attnkit.ui.plotting")],
+    ),
     "ablation_heatmap.png": dict(
         caption="Notebook 04: the drop in exact match when one head is removed, every head of every layer, "
-                "zero and mean ablation.",
+        "zero and mean ablation.",
         data=["data/ablation_results.json"],
-        code=lambda: [_source_of("attnkit.ui.ablation_plots", "plot_drop_heatmaps")]),
+        code=lambda: [_source_of("attnkit.ui.ablation_plots", "plot_drop_heatmaps")],
+    ),
     "pruning_curve.png": dict(
         caption="Notebook 04: exact match as heads are removed together, least harmful first.",
         data=["data/ablation_results.json"],
-        code=lambda: [_source_of("attnkit.ui.ablation_plots", "plot_pruning_curves")]),
+        code=lambda: [_source_of("attnkit.ui.ablation_plots", "plot_pruning_curves")],
+    ),
     "extrapolation.png": dict(
-        caption="Notebook 05: trained on lengths 8-16, tested to 256; only ALiBi and the relative bias "
-                "keep working.",
+        caption="Notebook 05: trained on lengths 8-16, tested to 256; only ALiBi and the relative bias keep working.",
         data=["data/sortedness_results.json"],
-        code=lambda: [_source_of("attnkit.ui.sortedness_plots", "plot_curves")]),
+        code=lambda: [_source_of("attnkit.ui.sortedness_plots", "plot_curves")],
+    ),
 }
 
 
@@ -69,7 +80,12 @@ def _source_of(module: str, name: str) -> str:
 
 
 def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    """Of a data file, its bytes; of Python source, its syntax tree (comments and layout draw
+    nothing: reformatting the code must not make a picture stale)."""
+    data = path.read_bytes()
+    if path.suffix == ".py":
+        data = ast.dump(ast.parse(data)).encode()
+    return hashlib.sha256(data).hexdigest()
 
 
 def inputs_of(name: str) -> dict[str, str]:
@@ -81,6 +97,7 @@ def inputs_of(name: str) -> dict[str, str]:
 
 # ---------------------------------------------------------------- drawing
 
+
 def save_png(fig, path: Path) -> None:
     """A PNG under MAX_BYTES: matplotlib's, then an adaptive 256-colour palette when too big."""
     buf = io.BytesIO()
@@ -91,6 +108,7 @@ def save_png(fig, path: Path) -> None:
 def write_small_png(data: bytes, path: Path) -> None:
     if len(data) > MAX_BYTES:
         from PIL import Image
+
         image = Image.open(io.BytesIO(data)).convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
         out = io.BytesIO()
         image.save(out, format="PNG", optimize=True)
@@ -102,6 +120,7 @@ def write_small_png(data: bytes, path: Path) -> None:
 def draw_ablation(path_heatmap: Path, path_pruning: Path) -> None:
     from attnkit.experiments.ablation_studies import load_ablation_results
     from attnkit.ui.ablation_plots import plot_drop_heatmaps, plot_pruning_curves
+
     results = load_ablation_results()
     save_png(plot_drop_heatmaps(results), path_heatmap)
     save_png(plot_pruning_curves(results), path_pruning)
@@ -109,8 +128,10 @@ def draw_ablation(path_heatmap: Path, path_pruning: Path) -> None:
 
 def draw_extrapolation(path: Path) -> None:
     import matplotlib.pyplot as plt
+
     from attnkit.sortedness import load_results
     from attnkit.ui.sortedness_plots import plot_curves
+
     fig = plot_curves(load_results()["encodings"])
     save_png(fig, path)
     plt.close(fig)
@@ -134,6 +155,7 @@ def draw_explorer(path: Path, problem: str = "663+497") -> None:
 
     import attnkit
     from attnkit.ui.widgets import AttentionExplorer
+
     sys.path.insert(0, str(DOCS))
     from build_site import REQUIRE_URL, WIDGETS_URL, install_widget_renderer
 
@@ -144,8 +166,14 @@ def draw_explorer(path: Path, problem: str = "663+497") -> None:
         tmp = Path(tmp)
         install_widget_renderer(tmp)
         page_path = tmp / "explorer.html"
-        page_path.write_text(EXPLORER_PAGE.format(state=json.dumps(data["manager_state"]), require=REQUIRE_URL,
-                                                  view=json.dumps(data["view_specs"][0]), widgets=WIDGETS_URL))
+        page_path.write_text(
+            EXPLORER_PAGE.format(
+                state=json.dumps(data["manager_state"]),
+                require=REQUIRE_URL,
+                view=json.dumps(data["view_specs"][0]),
+                widgets=WIDGETS_URL,
+            )
+        )
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
             try:
@@ -158,8 +186,12 @@ def draw_explorer(path: Path, problem: str = "663+497") -> None:
                 # The controls, the answer and the picture; the role table below is left out.
                 box = page.locator(".attnkit-explorer").bounding_box()
                 bottom = figure.bounding_box()
-                clip = {"x": box["x"], "y": box["y"], "width": box["width"],
-                        "height": bottom["y"] + bottom["height"] - box["y"] + 6}
+                clip = {
+                    "x": box["x"],
+                    "y": box["y"],
+                    "width": box["width"],
+                    "height": bottom["y"] + bottom["height"] - box["y"] + 6,
+                }
                 write_small_png(page.screenshot(clip=clip), path)
             finally:
                 browser.close()
@@ -168,17 +200,24 @@ def draw_explorer(path: Path, problem: str = "663+497") -> None:
 def main() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import matplotlib
+
     matplotlib.use("Agg")
     draw_explorer(DOCS / "explorer.png")
     draw_ablation(DOCS / "ablation_heatmap.png", DOCS / "pruning_curve.png")
     draw_extrapolation(DOCS / "extrapolation.png")
-    record = {"about": "written by docs/make_figures.py (make figures); tests/test_docs_figures.py compares "
-                       "the inputs' hashes with the files as they are now",
-              "figures": {}}
+    record = {
+        "about": "written by docs/make_figures.py (make figures); tests/test_docs_figures.py compares "
+        "the inputs' hashes with the files as they are now",
+        "figures": {},
+    }
     for name, spec in FIGURES.items():
         png = DOCS / name
-        record["figures"][name] = {"caption": spec["caption"], "bytes": png.stat().st_size, "png": sha256(png),
-                                   "inputs": inputs_of(name)}
+        record["figures"][name] = {
+            "caption": spec["caption"],
+            "bytes": png.stat().st_size,
+            "png": sha256(png),
+            "inputs": inputs_of(name),
+        }
         print(f"{png.relative_to(ROOT)}: {png.stat().st_size / 1000:.0f} kB")
     RECORD.write_text(json.dumps(record, indent=2) + "\n")
 

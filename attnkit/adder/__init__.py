@@ -4,4 +4,7 @@ data.py (tokens, problems, the held-out set), model.py (the transformer), train.
 evaluate.py (greedy exact match and what hides behind it; mean z), pretrained.py (the
 committed model as learners use it: `Adder`).
 """
+
 from .pretrained import ABLATION_MODES, CHECKPOINT, Adder, train_pretrained
+
+__all__ = ["ABLATION_MODES", "CHECKPOINT", "Adder", "train_pretrained"]

@@ -4,6 +4,7 @@ Token ids are chosen so that a digit's id *is* the digit (id 7 = "7"). The paddi
 is 13, a value no real token uses: a padded position can never be mistaken for the
 digit 0 (one of the assignment's reports used -1 for the same reason).
 """
+
 from __future__ import annotations
 
 import re
@@ -28,15 +29,15 @@ EDGE_CASES = ["0+0", "999+999", "500+500", "1+999", "555+445", "999+1", "5+5", "
 
 
 def src_len(n_digits: int) -> int:
-    return 2 * n_digits + 1          # "999+999"
+    return 2 * n_digits + 1  # "999+999"
 
 
 def tgt_len(n_digits: int) -> int:
-    return n_digits + 1 + 2          # <s> + up to n_digits+1 sum digits + </s>
+    return n_digits + 1 + 2  # <s> + up to n_digits+1 sum digits + </s>
 
 
 def parse_problem(text: str, n_digits: int = 3) -> tuple[int, int]:
-    """"663+497" -> (663, 497); ValueError naming the problem when it is malformed."""
+    """ "663+497" -> (663, 497); ValueError naming the problem when it is malformed."""
     if not isinstance(text, str):
         raise ValueError(f"problem {text!r} is not a string like '663+497'")
     m = re.fullmatch(r"\s*(\d+)\s*\+\s*(\d+)\s*", text)
@@ -153,19 +154,24 @@ def load_test_set(path: Path = TEST_SET_PATH, n_digits: int = 3) -> tuple[np.nda
     try:
         text = path.read_bytes().decode("ascii")
     except UnicodeDecodeError as e:
-        raise ValueError(f"{path} is not a plain-ASCII text file of problems (byte {e.start} is "
-                         f"{e.object[e.start]:#04x}); is it binary?") from e
+        raise ValueError(
+            f"{path} is not a plain-ASCII text file of problems (byte {e.start} is "
+            f"{e.object[e.start]:#04x}); is it binary?"
+        ) from e
     if not text.strip():
         raise ValueError(f"{path} holds no problems")
     if not text.endswith("\n"):
         raise ValueError(f"{path} ends in the middle of a line: the file is cut off")
-    pattern = re.compile(r"([0-9]{1,%d})\+([0-9]{1,%d})=([0-9]{1,%d})" % (n_digits, n_digits, n_digits + 1))
+    operand, total = f"([0-9]{{1,{n_digits}}})", f"([0-9]{{1,{n_digits + 1}}})"
+    pattern = re.compile(rf"{operand}\+{operand}={total}")
     a, b, seen = [], [], dict[tuple[int, int], int]()
     for line_no, line in enumerate(text.splitlines(), 1):
         m = pattern.fullmatch(line)
         if m is None or int(m.group(1)) + int(m.group(2)) != int(m.group(3)):
-            raise ValueError(f"{path}:{line_no}: malformed or wrong line {line[:40]!r} "
-                             f"(expected 'a+b=sum', operands of at most {n_digits} digits)")
+            raise ValueError(
+                f"{path}:{line_no}: malformed or wrong line {line[:40]!r} "
+                f"(expected 'a+b=sum', operands of at most {n_digits} digits)"
+            )
         key = (int(m.group(1)), int(m.group(2)))
         if key in seen:
             raise ValueError(f"{path}:{line_no}: problem {line!r} repeats line {seen[key]}")
@@ -173,8 +179,10 @@ def load_test_set(path: Path = TEST_SET_PATH, n_digits: int = 3) -> tuple[np.nda
         a.append(key[0])
         b.append(key[1])
     if path.resolve() == TEST_SET_PATH.resolve() and len(a) != N_TEST:
-        raise ValueError(f"{path} holds {len(a)} problems, not the committed {N_TEST}: restore it "
-                         "(git checkout data/adder_test.txt) or write it again with write_test_set()")
+        raise ValueError(
+            f"{path} holds {len(a)} problems, not the committed {N_TEST}: restore it "
+            "(git checkout data/adder_test.txt) or write it again with write_test_set()"
+        )
     return np.array(a, dtype=np.int64), np.array(b, dtype=np.int64)
 
 

@@ -4,21 +4,21 @@ Greedy decoding feeds the model its own previous digits; teacher forcing feeds i
 true ones. A model can be right on 99 % of tokens under teacher forcing and still get
 far fewer whole sums right greedily: one wrong digit derails every digit after it.
 """
+
 from __future__ import annotations
 
 import hashlib
+import weakref
 
 import numpy as np
 import torch
 from torch import Tensor
 
-import weakref
-
 from ..core.runtime import analysis_threads, model_device
 from .data import EOS, PAD, carry_stats, decode_digits, encode_sources, encode_targets, operands_or_test_set
 from .model import Seq2SeqTransformer
 
-_PER_MODEL: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # model -> results that depend on its weights
+_PER_MODEL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> results that depend on its weights
 
 
 @torch.no_grad()
@@ -59,8 +59,10 @@ def evaluate(model: Seq2SeqTransformer, a: np.ndarray, b: np.ndarray) -> dict:
     exact_np = exact.cpu().numpy()
 
     def split(groups: np.ndarray) -> dict:
-        return {int(g): {"n": int((groups == g).sum()), "exact_match": float(exact_np[groups == g].mean())}
-                for g in np.unique(groups)}
+        return {
+            int(g): {"n": int((groups == g).sum()), "exact_match": float(exact_np[groups == g].mean())}
+            for g in np.unique(groups)
+        }
 
     return {
         "n": len(a),

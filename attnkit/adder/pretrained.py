@@ -1,16 +1,17 @@
 """The trained adder as learners and scripts use it: solve, look inside, ablate.
 
-    adder = attnkit.load_pretrained("adder")
-    adder.solve(["663+497", "5+5"])                 # ["1160", "10"]
-    answers, cache = adder.run_with_cache(["663+497"])
-    cache["dec.cross.1.hook_pattern"]               # (batch, heads, q_pos, k_pos)
+adder = attnkit.load_pretrained("adder")
+adder.solve(["663+497", "5+5"])                 # ["1160", "10"]
+answers, cache = adder.run_with_cache(["663+497"])
+cache["dec.cross.1.hook_pattern"]               # (batch, heads, q_pos, k_pos)
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Iterable, Iterator, Optional, Sequence
 
 import numpy as np
 import torch
@@ -26,8 +27,8 @@ CACHE_CHUNK = 1024  # problems per forward pass of run_with_cache
 
 CHECKPOINT = DATA_DIR / "adder.pt"
 ABLATION_MODES = ("zero", "mean")
-TARGET = 0.999        # exact match training aims for (AdderTrainConfig.target); below it, loading warns
-SELF_CHECK_N = 256    # sample sums checked at load (a fraction of a second)
+TARGET = 0.999  # exact match training aims for (AdderTrainConfig.target); below it, loading warns
+SELF_CHECK_N = 256  # sample sums checked at load (a fraction of a second)
 SELF_CHECK_SLACK = 0.2  # how far below its stored exact match the sample may fall (other sums, other CPU)
 
 
@@ -36,8 +37,10 @@ def measured_accuracy(metrics: dict, key: str, path: Path) -> float:
     not what the kit stores, so the file was edited."""
     value = metrics.get(key)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise ValueError(f"checkpoint {path}: its metrics hold {key} = {value!r}, not an accuracy 0 … 1 "
-                         "(the kit always stores one): the file was edited")
+        raise ValueError(
+            f"checkpoint {path}: its metrics hold {key} = {value!r}, not an accuracy 0 … 1 "
+            "(the kit always stores one): the file was edited"
+        )
     return float(value)
 
 
@@ -45,19 +48,19 @@ def self_check(model: Seq2SeqTransformer) -> float:
     """Greedy exact match on SELF_CHECK_N fixed sums with operands of every length."""
     rng = np.random.default_rng(0)
     digits = rng.integers(1, model.cfg.n_digits + 1, size=(2, SELF_CHECK_N))
-    a, b = rng.integers(0, 10 ** digits)
+    a, b = rng.integers(0, 10**digits)
     with eval_threads(SELF_CHECK_N):
         return float(greedy_correct(model, a, b).mean())
 
 
 class Adder:
-    def __init__(self, model: Seq2SeqTransformer, metrics: Optional[dict] = None):
+    def __init__(self, model: Seq2SeqTransformer, metrics: dict | None = None):
         self.model = model.eval()
         self.cfg = model.cfg
         self.metrics = metrics or {}  # test metrics stored with the checkpoint
 
     @classmethod
-    def load(cls, path: Path = CHECKPOINT, device: Optional[str] = None) -> "Adder":
+    def load(cls, path: Path = CHECKPOINT, device: str | None = None) -> Adder:
         """The adder saved at `path`. ValueError when the file is corrupt, of another task, has a
         config key missing, mistyped or out of range, NaN weights, or a config that does not give
         the answers the file's metrics promise (e.g. reverse_output flipped by hand);
@@ -80,8 +83,10 @@ class Adder:
         quick = self_check(self.model)
         if quick >= stored - SELF_CHECK_SLACK:
             return
-        raise ValueError(f"checkpoint {path}: its model is right on only {quick:.0%} of {SELF_CHECK_N} sample sums, "
-                         f"though its metrics say {stored:.2%}: {self._disagreement(stored)}")
+        raise ValueError(
+            f"checkpoint {path}: its model is right on only {quick:.0%} of {SELF_CHECK_N} sample sums, "
+            f"though its metrics say {stored:.2%}: {self._disagreement(stored)}"
+        )
 
     def _disagreement(self, stored: float) -> str:
         """Which config flag disagrees with the weights: the one whose flip gives the promised answers."""
@@ -95,8 +100,9 @@ class Adder:
                 return f"its config says {said}, but the weights were trained with {meant}"
         return f"the config ({asdict(self.cfg)}) or the weights do not fit the metrics"
 
-    def save(self, path: Path, metrics: Optional[dict] = None) -> None:
+    def save(self, path: Path, metrics: dict | None = None) -> None:
         from ..core.checkpoint import save_checkpoint
+
         save_checkpoint(path, "adder", asdict(self.cfg), self.model.state_dict(), metrics or self.metrics)
 
     @property
@@ -128,7 +134,7 @@ class Adder:
         with eval_threads(len(a)):
             return predict(self.model, a, b)
 
-    def evaluate(self, a: Optional[np.ndarray] = None, b: Optional[np.ndarray] = None) -> dict:
+    def evaluate(self, a: np.ndarray | None = None, b: np.ndarray | None = None) -> dict:
         """Every metric on (a, b) — equal-length 1-D arrays (or lists) of whole numbers
         0 … 10**n_digits - 1; the committed held-out set by default."""
         if a is None and b is None:
@@ -141,8 +147,9 @@ class Adder:
             return evaluate(self.model, a, b)
 
     @torch.no_grad()
-    def run_with_cache(self, problems: Sequence[str], names: Optional[Sequence[str]] = None
-                       ) -> tuple[list[str], ActivationCache]:
+    def run_with_cache(
+        self, problems: Sequence[str], names: Sequence[str] | None = None
+    ) -> tuple[list[str], ActivationCache]:
         """The model's answers, and the activations (every hook point by default, or `names`)
         while it wrote them; the cache also holds the inputs "src" and "tgt" and token labels.
 
@@ -176,7 +183,7 @@ class Adder:
         return tokens(cache["src"][index].tolist()), tokens(cache["tgt"][index].tolist())
 
     @contextmanager
-    def ablate(self, heads: Sequence[str], mode: str = "zero") -> Iterator["Adder"]:
+    def ablate(self, heads: Sequence[str], mode: str = "zero") -> Iterator[Adder]:
         """Remove `heads` inside the block; the model is restored on exit, also on an exception.
 
         A removed head's z (its output before W_O) is replaced at every query position by 0
@@ -205,18 +212,29 @@ def operands(x, name: str, n_digits: int) -> np.ndarray:
         raise ValueError(f"{name} must be 1-D (one operand per problem), not of shape {arr.shape}")
     if arr.size == 0:
         raise ValueError(f"{name} is empty: there is nothing to evaluate")
-    bad = (arr < 0) | (arr >= 10 ** n_digits)
+    bad = (arr < 0) | (arr >= 10**n_digits)
     if bad.any():
-        raise ValueError(f"{name}[{int(bad.argmax())}] = {arr[bad.argmax()]} is outside the operands "
-                         f"this model adds (0 … {10 ** n_digits - 1})")
+        raise ValueError(
+            f"{name}[{int(bad.argmax())}] = {arr[bad.argmax()]} is outside the operands "
+            f"this model adds (0 … {10**n_digits - 1})"
+        )
     return arr.astype(np.int64)
 
 
 def adder_config_problems(cfg: Seq2SeqConfig) -> list[str]:
     """What is out of range in an adder config (the bounds are sanity checks, far above the kit's
     sizes, so that a bad file fails here and not deep in torch or after a huge allocation)."""
-    found = out_of_range(cfg, (("n_digits", 1, 9), ("d_model", 1, 4096), ("n_heads", 1, 64),
-                               ("n_enc_layers", 1, 48), ("n_dec_layers", 1, 48), ("d_ff", 1, 16384)))
+    found = out_of_range(
+        cfg,
+        (
+            ("n_digits", 1, 9),
+            ("d_model", 1, 4096),
+            ("n_heads", 1, 64),
+            ("n_enc_layers", 1, 48),
+            ("n_dec_layers", 1, 48),
+            ("d_ff", 1, 16384),
+        ),
+    )
     if not 0 <= cfg.dropout < 1:
         found.append(f"dropout = {cfg.dropout} is not in [0, 1)")
     return found
@@ -226,5 +244,6 @@ def train_pretrained(path: Path = CHECKPOINT) -> Adder:
     """Reproduce the committed checkpoint: `python -m attnkit train adder`. After an interruption
     the model (metrics["interrupted"] True) is saved beside `path`, never over it (train.py)."""
     from .train import AdderTrainConfig, train_adder
+
     result = train_adder(Seq2SeqConfig(), AdderTrainConfig(), out_path=path, device=default_device())
     return Adder(result.model, result.metrics)

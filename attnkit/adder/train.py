@@ -5,6 +5,7 @@ catches KeyboardInterrupt and returns what it has. An unfinished model never rep
 checkpoint at `out_path`: it goes to a side file, adder.interrupted.pt (see interrupted_path),
 marked "interrupted" in its metrics, and loading it warns.
 """
+
 from __future__ import annotations
 
 import os
@@ -12,7 +13,6 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 import torch
@@ -32,12 +32,12 @@ class AdderTrainConfig:
     seed: int = 0
     batch_size: int = 256
     lr: float = 3e-3
-    warmup_steps: int = 50        # linear warm-up ...
-    max_steps: int = 1500         # ... then cosine decay to lr/10 at max_steps
-    eval_every: int = 50          # greedy check on the validation set
-    n_val: int = 2000             # validation problems, disjoint from the held-out test set
-    target: float = 0.999         # stop when validation greedy exact match reaches this
-    p_short: float = 0.2          # share of operands drawn with fewer digits
+    warmup_steps: int = 50  # linear warm-up ...
+    max_steps: int = 1500  # ... then cosine decay to lr/10 at max_steps
+    eval_every: int = 50  # greedy check on the validation set
+    n_val: int = 2000  # validation problems, disjoint from the held-out test set
+    target: float = 0.999  # stop when validation greedy exact match reaches this
+    p_short: float = 0.2  # share of operands drawn with fewer digits
 
 
 def validation_set(n: int, n_digits: int, exclude: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -62,8 +62,11 @@ def check_out_path(out_path: Path) -> Path:
     own file of that kind (a package.json beside --out package.pt stays), or the disk is full."""
     out_path = check_output_file(out_path, ".pt", "checkpoint path", kind="checkpoint", needed=SAVE_SPACE)
     side = interrupted_path(out_path)
-    for sibling, kind in ((out_path.with_suffix(".json"), "report"), (side, "checkpoint"),
-                          (side.with_suffix(".json"), "report")):
+    for sibling, kind in (
+        (out_path.with_suffix(".json"), "report"),
+        (side, "checkpoint"),
+        (side.with_suffix(".json"), "report"),
+    ):
         check_replaceable(sibling, kind, f"{sibling.name} beside the checkpoint:")
     return out_path
 
@@ -75,16 +78,18 @@ def rescue_path(out_path: Path) -> Path:
 
 
 def train_adder(
-    model_cfg: Seq2SeqConfig = Seq2SeqConfig(),
-    train_cfg: AdderTrainConfig = AdderTrainConfig(),
-    out_path: Optional[Path] = None,
+    model_cfg: Seq2SeqConfig | None = None,
+    train_cfg: AdderTrainConfig | None = None,
+    out_path: Path | None = None,
     device: str = "cpu",
     progress: bool = True,
-    model: Optional[Seq2SeqTransformer] = None,
+    model: Seq2SeqTransformer | None = None,
 ) -> TrainResult[Seq2SeqTransformer]:
     """Train from scratch (or the given `model`, e.g. torch.nn.Transformer for a baseline); with
     `out_path`, save the checkpoint and its report (.json) there as one unit, or after an
-    interruption to interrupted_path(out_path). The path is checked before training starts."""
+    interruption to interrupted_path(out_path). The path is checked before training starts.
+    The configs default to the committed model's (Seq2SeqConfig(), AdderTrainConfig())."""
+    model_cfg, train_cfg = model_cfg or Seq2SeqConfig(), train_cfg or AdderTrainConfig()
     if out_path is not None:
         out_path = check_out_path(out_path)
     torch.manual_seed(train_cfg.seed)
@@ -93,10 +98,13 @@ def train_adder(
     test_a, test_b = load_test_set() if n == 3 else make_test_set(n_digits=n)
     test_keys = problem_keys(test_a, test_b, n)
     val_a, val_b = validation_set(train_cfg.n_val, n, test_keys, train_cfg.seed)
-    sampler = ProblemSampler(n, np.concatenate([test_keys, problem_keys(val_a, val_b, n)]),
-                             train_cfg.seed, train_cfg.p_short)
+    sampler = ProblemSampler(
+        n, np.concatenate([test_keys, problem_keys(val_a, val_b, n)]), train_cfg.seed, train_cfg.p_short
+    )
     opt = adamw(model.parameters(), train_cfg.lr, 0.0, device)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_cosine(s, train_cfg.warmup_steps, train_cfg.max_steps, floor=0.1))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: warmup_cosine(s, train_cfg.warmup_steps, train_cfg.max_steps, floor=0.1)
+    )
 
     result = TrainResult(model)
     best_acc, best_state = -1.0, None
@@ -137,12 +145,20 @@ def train_adder(
             metrics = evaluate(model, test_a, test_b)
         except KeyboardInterrupt:  # a finished (or interrupted) model is kept, measured on what we have
             result.interrupted = True
-            metrics = {"exact_match": max(best_acc, 0.0), "exact_match_on": "validation set (the test "
-                       "evaluation was interrupted)" if best_acc >= 0 else "nothing (interrupted before any check)"}
+            metrics = {
+                "exact_match": max(best_acc, 0.0),
+                "exact_match_on": "validation set (the test evaluation was interrupted)"
+                if best_acc >= 0
+                else "nothing (interrupted before any check)",
+            }
         metrics.update(steps=result.steps, interrupted=result.interrupted)
         path = interrupted_path(out_path) if result.interrupted else out_path
-        report = {"model_config": asdict(model_cfg), "train_config": asdict(train_cfg),
-                  "test_metrics": metrics, "history": result.history}
+        report = {
+            "model_config": asdict(model_cfg),
+            "train_config": asdict(train_cfg),
+            "test_metrics": metrics,
+            "history": result.history,
+        }
         result.saved_to, result.metrics = _save(path, model, model_cfg, metrics, report), metrics
     return result
 
@@ -160,7 +176,13 @@ def _save(path: Path, model: Seq2SeqTransformer, model_cfg: Seq2SeqConfig, metri
         try:
             save_checkpoint(rescue, *args, report=(rescue.with_suffix(".json"), report))
         except OSError as e2:
-            raise OSError(e.errno, f"could not save the trained model to {path} ({e.strerror or e}), nor to "
-                                   f"{rescue} ({e2.strerror or e2}): it is lost") from e
-        raise OSError(e.errno, f"could not save the trained model to {path} ({e.strerror or e}); it was kept "
-                               f"in {rescue} (and its report beside it): move it where it belongs") from e
+            raise OSError(
+                e.errno,
+                f"could not save the trained model to {path} ({e.strerror or e}), nor to "
+                f"{rescue} ({e2.strerror or e2}): it is lost",
+            ) from e
+        raise OSError(
+            e.errno,
+            f"could not save the trained model to {path} ({e.strerror or e}); it was kept "
+            f"in {rescue} (and its report beside it): move it where it belongs",
+        ) from e

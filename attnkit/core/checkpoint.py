@@ -1,5 +1,6 @@
 """Checkpoints and result files: written atomically (several files as one unit), loaded safely
 (no pickled code runs), checked loudly (every config key, type and range; finite weights)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,8 +14,9 @@ import stat
 import sys
 import typing
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import torch
 
@@ -81,12 +83,14 @@ def _digest(data: bytes) -> str:
 
 def _canonical(obj: Any) -> bytes:
     """One byte string per structure: keys tagged with their type (32 and "32" differ) and sorted."""
+
     def tagged(x: Any) -> Any:
         if isinstance(x, dict):
             return {f"{type(k).__name__}:{k}": tagged(v) for k, v in x.items()}
         if isinstance(x, (list, tuple)):
             return [tagged(v) for v in x]
         return x
+
     return json.dumps(tagged(obj), sort_keys=True, separators=(",", ":"), default=repr).encode()
 
 
@@ -99,25 +103,35 @@ def _tensor_digest(t: torch.Tensor) -> str:
 def checksum(config: dict, state_dict: dict, metrics: dict) -> dict:
     """SHA-256 of the config, of the metrics and of each weight (its dtype, shape and bytes):
     separate, so that a mismatch can say which part was changed."""
-    return {"config": _digest(_canonical(config)), "metrics": _digest(_canonical(metrics)),
-            "weights": {name: _tensor_digest(v) if isinstance(v, torch.Tensor) else "not a tensor"
-                        for name, v in state_dict.items()}}
+    return {
+        "config": _digest(_canonical(config)),
+        "metrics": _digest(_canonical(metrics)),
+        "weights": {
+            name: _tensor_digest(v) if isinstance(v, torch.Tensor) else "not a tensor" for name, v in state_dict.items()
+        },
+    }
 
 
 def checkpoint_bytes(kind: str, config: dict, state_dict: dict, metrics: dict) -> bytes:
     """The archive, built in memory: byte for byte the same whenever the payload is the same
     (torch.save names its inner folder after the file, and a temporary file's name is random).
     It carries a checksum of config, metrics and weights, verified on load."""
-    payload = {"format_version": FORMAT_VERSION, "kind": kind, "config": _interned(config),
-               "state_dict": {sys.intern(k): v for k, v in state_dict.items()}, "metrics": _interned(metrics),
-               "checksum": _interned(checksum(config, state_dict, metrics))}
+    payload = {
+        "format_version": FORMAT_VERSION,
+        "kind": kind,
+        "config": _interned(config),
+        "state_dict": {sys.intern(k): v for k, v in state_dict.items()},
+        "metrics": _interned(metrics),
+        "checksum": _interned(checksum(config, state_dict, metrics)),
+    }
     buffer = io.BytesIO()
     torch.save(payload, buffer)
     return buffer.getvalue()
 
 
-def save_checkpoint(path: Path, kind: str, config: dict, state_dict: dict, metrics: dict,
-                    report: Optional[tuple[Path, Any]] = None) -> None:
+def save_checkpoint(
+    path: Path, kind: str, config: dict, state_dict: dict, metrics: dict, report: tuple[Path, Any] | None = None
+) -> None:
     """Atomically; with `report` (path, JSON object), the checkpoint and its report as one unit."""
     files = [(report[0], json_bytes(report[1]))] if report else []
     write_together(files + [(path, checkpoint_bytes(kind, config, state_dict, metrics))])
@@ -150,23 +164,29 @@ def verify_checksum(payload: dict, path: Path) -> None:
     """ValueError naming what changed since the file was saved: its config, metrics or a weight."""
     stored = payload.get("checksum")
     if stored is None:
-        raise ValueError(f"checkpoint {path} has no checksum: it was saved by an older attnkit or edited. "
-                         f"If you trust it, re-save it: python -m attnkit.core.checkpoint {path}")
+        raise ValueError(
+            f"checkpoint {path} has no checksum: it was saved by an older attnkit or edited. "
+            f"If you trust it, re-save it: python -m attnkit.core.checkpoint {path}"
+        )
     if not (isinstance(stored, dict) and isinstance(stored.get("weights"), dict)):
         raise ValueError(f"checkpoint {path}: its checksum is malformed (the file was edited)")
     now = checksum(payload["config"], payload["state_dict"], payload["metrics"])
     for part in ("config", "metrics"):
         if stored.get(part) != now[part]:
-            raise ValueError(f"checkpoint {path}: its {part} was changed after it was saved "
-                             f"(checksum mismatch); the file cannot be trusted")
+            raise ValueError(
+                f"checkpoint {path}: its {part} was changed after it was saved "
+                f"(checksum mismatch); the file cannot be trusted"
+            )
     if set(stored["weights"]) != set(now["weights"]):
         diff = sorted(set(stored["weights"]) ^ set(now["weights"]))[:3]
         raise ValueError(f"checkpoint {path}: weights were added or removed after it was saved ({diff})")
     changed = [name for name in now["weights"] if stored["weights"][name] != now["weights"][name]]
     if changed:
-        raise ValueError(f"checkpoint {path}: weight {changed[0]!r} was changed after it was saved (checksum "
-                         f"mismatch{f', and {len(changed) - 1} more' if len(changed) > 1 else ''}); "
-                         "the file is damaged or edited")
+        raise ValueError(
+            f"checkpoint {path}: weight {changed[0]!r} was changed after it was saved (checksum "
+            f"mismatch{f', and {len(changed) - 1} more' if len(changed) > 1 else ''}); "
+            "the file is damaged or edited"
+        )
 
 
 def load_checkpoint(path: Path, kind: str) -> dict:
@@ -177,11 +197,17 @@ def load_checkpoint(path: Path, kind: str) -> dict:
         try:
             finish_interrupted_save(path)
         except JournalRefused as e:
-            warnings.warn(f"{e}: it was ignored (nothing renamed); delete it if you do not know where "
-                          "it came from", CheckpointWarning, stacklevel=2)
+            warnings.warn(
+                f"{e}: it was ignored (nothing renamed); delete it if you do not know where it came from",
+                CheckpointWarning,
+                stacklevel=2,
+            )
         except OSError as e:  # e.g. a read-only folder: the old checkpoint is still whole
-            warnings.warn(f"a save of {path} was interrupted and cannot be finished ({e}); "
-                          "loading the previous checkpoint", CheckpointWarning, stacklevel=2)
+            warnings.warn(
+                f"a save of {path} was interrupted and cannot be finished ({e}); loading the previous checkpoint",
+                CheckpointWarning,
+                stacklevel=2,
+            )
     payload = _read_payload(path)
     if payload.get("kind") != kind:
         raise ValueError(f"checkpoint {path} holds a {payload.get('kind')!r} model, not {kind!r}")
@@ -200,8 +226,9 @@ def resave(path: Path) -> None:
     if "checksum" in payload:
         verify_checksum(payload, path)
     kind, config, weights, metrics = (payload.get(key) for key in ("kind", "config", "state_dict", "metrics"))
-    if not (isinstance(kind, str) and isinstance(config, dict) and isinstance(weights, dict)
-            and isinstance(metrics, dict)):
+    if not (
+        isinstance(kind, str) and isinstance(config, dict) and isinstance(weights, dict) and isinstance(metrics, dict)
+    ):
         raise ValueError(f"checkpoint {path} lacks a kind, config, state_dict or metrics")
     write_together([(path, checkpoint_bytes(kind, config, weights, metrics))])
 
@@ -212,15 +239,15 @@ def config_from(cls, raw: dict, path: Path, problems: Callable[[Any], list[str]]
     names = [f.name for f in dataclasses.fields(cls)]
     unknown, missing = sorted(set(raw) - set(names)), [n for n in names if n not in raw]
     if unknown:
-        raise ValueError(f"checkpoint {path} has an unknown config key {unknown}; "
-                         f"{cls.__name__} has {names}")
+        raise ValueError(f"checkpoint {path} has an unknown config key {unknown}; {cls.__name__} has {names}")
     if missing:
         raise ValueError(f"checkpoint {path}: its config lacks {missing}")
     hints = typing.get_type_hints(cls)
     for name in names:
         if not _has_type(raw[name], hints[name]):
-            raise ValueError(f"checkpoint {path}: config {name} = {raw[name]!r} is not a valid "
-                             f"{_type_name(hints[name])}")
+            raise ValueError(
+                f"checkpoint {path}: config {name} = {raw[name]!r} is not a valid {_type_name(hints[name])}"
+            )
     cfg = cls(**raw)
     found = problems(cfg)
     if found:
@@ -231,8 +258,11 @@ def config_from(cls, raw: dict, path: Path, problems: Callable[[Any], list[str]]
 def out_of_range(cfg, bounds) -> list[str]:
     """The config fields outside their (name, lo, hi) bounds, and d_model not divisible by n_heads
     (the sanity checks every model's config shares)."""
-    found = [f"{name} = {getattr(cfg, name)} is not in {lo} … {hi}" for name, lo, hi in bounds
-             if not lo <= getattr(cfg, name) <= hi]
+    found = [
+        f"{name} = {getattr(cfg, name)} is not in {lo} … {hi}"
+        for name, lo, hi in bounds
+        if not lo <= getattr(cfg, name) <= hi
+    ]
     if not found and cfg.d_model % cfg.n_heads:
         found.append(f"d_model = {cfg.d_model} is not divisible by n_heads = {cfg.n_heads}")
     return found
@@ -272,20 +302,27 @@ def load_state(model: torch.nn.Module, payload: dict, path: Path) -> None:
         lines = [line.strip() for line in str(e).splitlines() if line.strip()]
         detail = " ".join(lines[1:3] or lines[:1])[:500]  # the first missing/mismatched weights, not all 50
         raise ValueError(
-            f"checkpoint {path} does not fit this model's config: it was saved with "
-            f"{payload.get('config')}. {detail}"
+            f"checkpoint {path} does not fit this model's config: it was saved with {payload.get('config')}. {detail}"
         ) from e
 
 
-def check_metrics(metrics: dict, path: Path, target: Optional[float] = None) -> None:
+def check_metrics(metrics: dict, path: Path, target: float | None = None) -> None:
     """Warn loudly about a checkpoint marked interrupted or measured below `target` exact match."""
     if metrics.get("interrupted"):
-        warnings.warn(f"checkpoint {path} is from an interrupted training run (step "
-                      f"{metrics.get('steps', '?')}): it is not a finished model", CheckpointWarning, stacklevel=3)
+        warnings.warn(
+            f"checkpoint {path} is from an interrupted training run (step "
+            f"{metrics.get('steps', '?')}): it is not a finished model",
+            CheckpointWarning,
+            stacklevel=3,
+        )
     score = metrics.get("exact_match")
     if target is not None and isinstance(score, (int, float)) and score < target:
-        warnings.warn(f"checkpoint {path} scored {score:.4f} exact match on its test set, below the "
-                      f"target {target}: its answers are often wrong", CheckpointWarning, stacklevel=3)
+        warnings.warn(
+            f"checkpoint {path} scored {score:.4f} exact match on its test set, below the "
+            f"target {target}: its answers are often wrong",
+            CheckpointWarning,
+            stacklevel=3,
+        )
 
 
 if __name__ == "__main__":  # python -m attnkit.core.checkpoint FILE.pt ...: add checksums

@@ -17,6 +17,7 @@ One writer at a time per folder: a save holds an advisory lock on the primary's 
 so two processes saving the same checkpoint take turns instead of removing each other's
 temporaries. Files are created with mode 0o666 less the user's umask, like any other program's.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -27,21 +28,23 @@ import re
 import secrets
 import stat
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import Iterator
 
 try:
     import fcntl
 except ImportError:  # Windows: no advisory locks; one writer per path, as before
     fcntl = None  # type: ignore[assignment]
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")   # a plain name: no folder, no leading dot
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")  # a plain name: no folder, no leading dot
 _TOKEN = re.compile(r"[0-9a-f]{16}\Z")
 MAX_JOURNAL_BYTES = 1 << 20
 # A JSON file is one of the kit's when it holds the keys of one of its reports.
-REPORT_KEYS = ({"model_config", "train_config", "test_metrics"},   # adder.json
-               {"setup", "encodings", "variants"},                  # sortedness_results.json
-               {"format_version", "baseline", "modes"})             # ablation_results.json
+REPORT_KEYS = (
+    {"model_config", "train_config", "test_metrics"},  # adder.json
+    {"setup", "encodings", "variants"},  # sortedness_results.json
+    {"format_version", "baseline", "modes"},
+)  # ablation_results.json
 CHECKPOINT_KEYS = (b"format_version", b"kind", b"config", b"state_dict", b"metrics")
 
 
@@ -98,7 +101,7 @@ def folder_lock(folder: Path) -> Iterator[None]:
 
 
 def kit_file_kind(path: Path) -> str:
-    """"checkpoint", "report" (one of the kit's JSON files), "missing", or what else it is."""
+    """ "checkpoint", "report" (one of the kit's JSON files), "missing", or what else it is."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -141,8 +144,13 @@ def planned_renames(primary: Path) -> list[tuple[Path, Path]]:
         token, names = entry["token"], entry["files"]
     except (OSError, ValueError, TypeError, KeyError):
         raise JournalRefused(f"{journal} is not a journal attnkit wrote (unreadable)") from None
-    if not (isinstance(token, str) and _TOKEN.match(token) and isinstance(names, list) and names
-            and all(isinstance(n, str) for n in names)):
+    if not (
+        isinstance(token, str)
+        and _TOKEN.match(token)
+        and isinstance(names, list)
+        and names
+        and all(isinstance(n, str) for n in names)
+    ):
         raise JournalRefused(f"{journal} is not a journal attnkit wrote (malformed)")
     if names[-1] != primary.name:
         raise JournalRefused(f"{journal} does not end with its own checkpoint {primary.name!r}")
@@ -150,8 +158,10 @@ def planned_renames(primary: Path) -> list[tuple[Path, Path]]:
     for name in names:
         rel = PurePosixPath(name)
         if len(rel.parts) > 2 or not all(_NAME.match(part) for part in rel.parts) or rel.suffix not in (".pt", ".json"):
-            raise JournalRefused(f"{journal} names {name!r}: a journal may name only .pt and .json files "
-                                 f"in {primary.parent} or one plain subfolder of it")
+            raise JournalRefused(
+                f"{journal} names {name!r}: a journal may name only .pt and .json files "
+                f"in {primary.parent} or one plain subfolder of it"
+            )
         final = primary.parent.joinpath(*rel.parts)
         if len(rel.parts) == 2 and not stat.S_ISDIR(os.lstat(final.parent).st_mode):
             raise JournalRefused(f"{journal} names {name!r}, but {final.parent} is not a plain folder")
@@ -187,7 +197,7 @@ def _finish(renames: list[tuple[Path, Path]], journal: Path) -> None:
 def _remove_orphans(path: Path) -> None:
     """Temporaries of `path` left by a killed save (before its commit point): our names only."""
     for orphan in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
-        token = orphan.name[len(path.name) + 2:-len(".tmp")]
+        token = orphan.name[len(path.name) + 2 : -len(".tmp")]
         if _TOKEN.match(token) and stat.S_ISREG(os.lstat(orphan).st_mode):
             orphan.unlink(missing_ok=True)
 
@@ -223,6 +233,6 @@ def write_together(files: list[tuple[Path, bytes]]) -> None:
         finally:
             if os.path.lexists(journal):  # interrupted after the commit point: finish, never half-undo
                 _finish(renames, journal)
-            for tmp in written:           # interrupted before it: the old files stay, the new ones go
+            for tmp in written:  # interrupted before it: the old files stay, the new ones go
                 if os.path.lexists(tmp):
                     os.remove(tmp)

@@ -1,14 +1,14 @@
 """Output paths, checked before a long run starts: a run of minutes must not find out at its
 end that it cannot write its result (a read-only folder, a directory in the way, a typo)."""
+
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Optional, Union
 
-PathLike = Union[str, os.PathLike]
+PathLike = str | os.PathLike
 
 
 def _as_path(path: PathLike, what: str) -> Path:
@@ -35,23 +35,29 @@ def check_free_space(folder: Path, needed: int, target: Path) -> None:
     trains for minutes must not find a full disk only when it saves."""
     free = shutil.disk_usage(folder).free
     if free < needed:
-        raise ValueError(f"cannot write {target}: {folder} has {free / 2**20:.1f} MiB free, and saving "
-                         f"needs about {needed / 2**20:.0f} MiB; free some space first")
+        raise ValueError(
+            f"cannot write {target}: {folder} has {free / 2**20:.1f} MiB free, and saving "
+            f"needs about {needed / 2**20:.0f} MiB; free some space first"
+        )
 
 
 def check_replaceable(path: Path, kind: str, what: str = "output file") -> Path:
     """ValueError unless `path` is missing or already one of the kit's own files of `kind`
     ("checkpoint" or "report", see core/journal.py): an output never replaces another program's file."""
     from .journal import kit_file_kind
+
     found = kit_file_kind(Path(path))
     if found not in ("missing", kind):
-        raise ValueError(f"{what} {path} exists and is {'an attnkit ' + found if found in ('checkpoint', 'report') else found}, "
-                         f"not an attnkit {kind}: it is never replaced; move it or choose another path")
+        raise ValueError(
+            f"{what} {path} exists and is {'an attnkit ' + found if found in ('checkpoint', 'report') else found}, "
+            f"not an attnkit {kind}: it is never replaced; move it or choose another path"
+        )
     return Path(path)
 
 
-def check_output_file(path: PathLike, suffix: str, what: str = "output file", kind: Optional[str] = None,
-                      needed: int = 0) -> Path:
+def check_output_file(
+    path: PathLike, suffix: str, what: str = "output file", kind: str | None = None, needed: int = 0
+) -> Path:
     """`path` as a Path, or ValueError/TypeError saying why nothing could be written there:
     empty, wrong suffix, a directory, its folder missing or not a folder, not writable; with
     `kind`, an existing file that is not the kit's own of that kind; with `needed`, too little

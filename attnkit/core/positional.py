@@ -12,11 +12,12 @@ the same way. Each scheme below gives the model position in one of three places:
 `Positional` bundles the choice behind one interface; the model asks it for an
 additive table, an attention bias and a rotary function, and uses what it gets.
 """
+
 from __future__ import annotations
 
 import math
 import typing
-from typing import Literal, Optional
+from typing import Literal
 
 import torch
 from torch import Tensor, nn
@@ -61,7 +62,7 @@ def sinusoidal_shift_matrix(k: int, d_model: int, base: float = 10000.0) -> Tens
     M = torch.zeros(d_model, d_model, dtype=torch.float64)
     for i, w in enumerate(sinusoid_frequencies(d_model, base)):
         c, s = math.cos(k * w), math.sin(k * w)
-        M[2 * i:2 * i + 2, 2 * i:2 * i + 2] = torch.tensor([[c, s], [-s, c]], dtype=torch.float64)
+        M[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.tensor([[c, s], [-s, c]], dtype=torch.float64)
     return M
 
 
@@ -81,13 +82,15 @@ class LearnedTable(nn.Module):
     def __init__(self, max_len: int, d_model: int, init: Literal["sinusoidal", "random"] = "sinusoidal"):
         super().__init__()
         self.max_len = max_len
-        start = sinusoidal_table(max_len, d_model) if init == "sinusoidal" else torch.randn(max_len, d_model) * 0.5 ** 0.5
+        start = sinusoidal_table(max_len, d_model) if init == "sinusoidal" else torch.randn(max_len, d_model) * 0.5**0.5
         self.table = nn.Parameter(start)  # (max_len, d_model)
 
     def forward(self, n_pos: int) -> Tensor:
         if n_pos > self.max_len:
-            raise ValueError(f"the learned position table has {self.max_len} rows; "
-                             f"a sequence of length {n_pos} is longer than it supports")
+            raise ValueError(
+                f"the learned position table has {self.max_len} rows; "
+                f"a sequence of length {n_pos} is longer than it supports"
+            )
         return self.table[:n_pos]
 
 
@@ -112,7 +115,7 @@ def alibi_bias(n_pos: int, n_heads: int, directional: bool = True, device=None) 
         return -alibi_slopes(n_heads).to(device)[:, None, None] * offset.abs()
     slopes = alibi_slopes(n_heads // 2 + n_heads % 2).repeat_interleave(2)[:n_heads].to(device)
     bias = -slopes[:, None, None] * (offset.abs() - 1)  # the nearest allowed key gets bias 0
-    blocked = torch.stack([offset > 0, offset < 0])     # left heads block j > i, right heads j < i
+    blocked = torch.stack([offset > 0, offset < 0])  # left heads block j > i, right heads j < i
     bias = bias.masked_fill(blocked[torch.arange(n_heads) % 2], float("-inf"))
     # The token itself is a last resort (-30: e^-30 ≈ 1e-13) so that the first token of a
     # left-looking head, which has no left, still attends somewhere instead of giving NaN.
@@ -127,8 +130,9 @@ def rotate(x: Tensor, base: float = 10000.0) -> Tensor:
     both, the score depends on positions only through the offset p' - p.
     """
     n_pos, d_head = x.shape[-2], x.shape[-1]
-    angles = torch.arange(n_pos, device=x.device, dtype=torch.float32)[:, None] \
-        * sinusoid_frequencies(d_head, base).to(x.device, torch.float32)  # (pos, d_head/2)
+    angles = torch.arange(n_pos, device=x.device, dtype=torch.float32)[:, None] * sinusoid_frequencies(d_head, base).to(
+        x.device, torch.float32
+    )  # (pos, d_head/2)
     cos, sin = angles.cos(), angles.sin()
     x1, x2 = x[..., 0::2], x[..., 1::2]
     return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)
@@ -165,7 +169,7 @@ class RelativeBucketBias(nn.Module):
         offset = (pos[None, :] - pos[:, None]).clamp(-self.n_exact - 1, self.n_exact + 1)
         return offset + self.n_exact + 1
 
-    def forward(self, n_pos: int, lengths: Optional[Tensor] = None) -> Tensor:
+    def forward(self, n_pos: int, lengths: Tensor | None = None) -> Tensor:
         """(heads, q_pos, k_pos); (batch, heads, q_pos, k_pos) when `lengths` (batch,) of
         padded rows is given, because the number of real keys in a far bucket depends on it."""
         device = self.bias.weight.device
@@ -173,12 +177,12 @@ class RelativeBucketBias(nn.Module):
         if not self.far_as_one:
             return b
         lengths = torch.tensor([n_pos], device=device) if lengths is None else lengths.to(device)
-        i = torch.arange(n_pos, device=device)[None, :, None]             # query position
-        j = torch.arange(n_pos, device=device)[None, None, :]             # key position
-        n_left = (i - self.n_exact).clamp(min=1)                          # keys j < i - n_exact
+        i = torch.arange(n_pos, device=device)[None, :, None]  # query position
+        j = torch.arange(n_pos, device=device)[None, None, :]  # key position
+        n_left = (i - self.n_exact).clamp(min=1)  # keys j < i - n_exact
         n_right = (lengths[:, None, None] - 1 - i - self.n_exact).clamp(min=1)  # i + n_exact < j < length
         count = torch.where(j < i - self.n_exact, n_left, torch.where(j > i + self.n_exact, n_right, 1))
-        out = b[None] - count.float().log()[:, None]                      # (batch, heads, q_pos, k_pos)
+        out = b[None] - count.float().log()[:, None]  # (batch, heads, q_pos, k_pos)
         return out if out.size(0) > 1 or lengths.numel() > 1 else out[0]
 
 
@@ -192,9 +196,17 @@ class Positional(nn.Module):
     rotary:       a function for MultiHeadAttention to apply to q and k, or None.
     """
 
-    def __init__(self, encoding: Encoding, d_model: int, n_heads: int, max_len: int = 256,
-                 n_exact: int = 3, far_as_one: bool = True, alibi_directional: bool = True,
-                 learned_init: Literal["sinusoidal", "random"] = "sinusoidal"):
+    def __init__(
+        self,
+        encoding: Encoding,
+        d_model: int,
+        n_heads: int,
+        max_len: int = 256,
+        n_exact: int = 3,
+        far_as_one: bool = True,
+        alibi_directional: bool = True,
+        learned_init: Literal["sinusoidal", "random"] = "sinusoidal",
+    ):
         super().__init__()
         if encoding not in ENCODINGS:
             raise ValueError(f"unknown positional encoding {encoding!r}; choose one of {ENCODINGS}")
@@ -205,14 +217,14 @@ class Positional(nn.Module):
         self.relative = RelativeBucketBias(n_heads, n_exact, far_as_one) if encoding == "relative" else None
         self.rotary = rotate if encoding == "rope" else None
 
-    def table(self, n_pos: int) -> Optional[Tensor]:
+    def table(self, n_pos: int) -> Tensor | None:
         if self.encoding == "sinusoidal":
             return sinusoidal_table(n_pos, self.d_model)
         if self.learned is not None:
             return self.learned(n_pos)
         return None
 
-    def bias(self, n_pos: int, lengths: Optional[Tensor] = None, device=None) -> Optional[Tensor]:
+    def bias(self, n_pos: int, lengths: Tensor | None = None, device=None) -> Tensor | None:
         """lengths (batch,): the real length of each padded row, for the far-bucket counts."""
         if self.encoding == "alibi":
             return alibi_bias(n_pos, self.n_heads, self.alibi_directional, device)

@@ -1,14 +1,16 @@
 """Where models run and how they train: device, CPU threads, the optimiser, the learning-rate
 schedule and what a training run returns. Shared by the adder and the sortedness classifier."""
+
 from __future__ import annotations
 
 import math
 import os
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Generic, Iterator, Optional, TypeVar
+from typing import Generic, TypeVar
 
 import torch
 
@@ -23,7 +25,7 @@ def model_device(model: torch.nn.Module) -> torch.device:
 
 
 @contextmanager
-def torch_threads(n: Optional[int] = 1) -> Iterator[None]:
+def torch_threads(n: int | None = 1) -> Iterator[None]:
     """Run with `n` torch threads inside the block (also a decorator); None leaves torch's
     setting alone. The kit's models are tiny (d_model 64): a second thread gains little on an
     idle machine, and on a busy one (shared cores, pytest -n 2) every op waits for its threads
@@ -37,7 +39,7 @@ def torch_threads(n: Optional[int] = 1) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-ANALYSIS_THREADS: Optional[int] = 1  # torch threads for measuring (sweeps, roles, mean z); None: torch's own
+ANALYSIS_THREADS: int | None = 1  # torch threads for measuring (sweeps, roles, mean z); None: torch's own
 
 
 @contextmanager
@@ -49,7 +51,7 @@ def analysis_threads() -> Iterator[None]:
 
 SMALL_BATCH = 512  # below this many rows an answer takes milliseconds: a second thread only adds overhead
 _eval_lock = threading.Lock()
-_eval_depth = 0           # nested or concurrent eval_threads blocks: the first sets, the last restores
+_eval_depth = 0  # nested or concurrent eval_threads blocks: the first sets, the last restores
 _eval_before = 1
 
 
@@ -61,7 +63,7 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def eval_threads_for(n_rows: int) -> Optional[int]:
+def eval_threads_for(n_rows: int) -> int | None:
     """The thread rule of solve / evaluate / predict: 1 thread below SMALL_BATCH rows, else half
     the usable cores, at most 2 (and at least 1); None (torch's setting untouched) when
     OMP_NUM_THREADS is set, since then the user chose. torch's default is a thread per core, so
@@ -122,9 +124,9 @@ Model = TypeVar("Model", bound=torch.nn.Module)
 @dataclass
 class TrainResult(Generic[Model]):
     model: Model
-    history: list = field(default_factory=list)   # one dict per logged step (no wall times: files must not change)
+    history: list = field(default_factory=list)  # one dict per logged step (no wall times: files must not change)
     steps: int = 0
     seconds: float = 0.0
     interrupted: bool = False
-    saved_to: Optional[Path] = None  # where the checkpoint went (a side file after an interruption)
+    saved_to: Path | None = None  # where the checkpoint went (a side file after an interruption)
     metrics: dict = field(default_factory=dict)  # the test metrics saved with it

@@ -12,12 +12,13 @@ hook on the module's hook_z (core/hooks.py):
 Every study measures greedy exact match on the held-out set and refuses a model below 99 %
 (`check_baseline`): ablating a broken model measures nothing.
 """
+
 from __future__ import annotations
 
 import hashlib
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 import numpy as np
 import torch
@@ -29,8 +30,8 @@ from ..core.hooks import ablate_heads
 from ..core.runtime import analysis_threads
 
 MODES = ("zero", "mean")
-MIN_BASELINE = 0.99      # below this, the studies refuse the model (unless forced)
-THRESHOLD_POINTS = 1.0   # a head (or set) is prunable when removing it costs < 1 point
+MIN_BASELINE = 0.99  # below this, the studies refuse the model (unless forced)
+THRESHOLD_POINTS = 1.0  # a head (or set) is prunable when removing it costs < 1 point
 
 
 class BaselineTooLowError(ValueError):
@@ -64,12 +65,13 @@ def state_hash(adder) -> str:
 @dataclass
 class Problems:
     """Held-out problems as tensors: source ids, decoder input, and the answer it must write."""
-    src: Tensor     # (batch, src_pos)
+
+    src: Tensor  # (batch, src_pos)
     tgt_in: Tensor  # (batch, tgt_pos - 1): <s> + answer, as fed in under teacher forcing
-    gold: Tensor    # (batch, tgt_pos - 1): the tokens to predict; PAD = nothing to predict
+    gold: Tensor  # (batch, tgt_pos - 1): the tokens to predict; PAD = nothing to predict
 
     @classmethod
-    def from_operands(cls, model, a: np.ndarray, b: np.ndarray) -> "Problems":
+    def from_operands(cls, model, a: np.ndarray, b: np.ndarray) -> Problems:
         model = model_of(model)
         cfg, device = model.cfg, next(model.parameters()).device
         tgt = encode_targets(np.asarray(a) + np.asarray(b), cfg.n_digits, cfg.reverse_output).to(device)
@@ -109,12 +111,12 @@ def check_baseline(adder, force: bool = False, threshold: float = MIN_BASELINE) 
         entry["baseline"] = float(plain_matches(model, p, [[]])[0].mean())
     acc = entry["baseline"]
     if acc < threshold:
-        msg = (f"this model's greedy exact match on the held-out set is {100 * acc:.2f} %, below {100 * threshold:g} %: "
-               f"ablating a broken model measures nothing (its heads are not doing the task yet). "
-               f"Train it first (`python -m attnkit train adder`), or pass force=True to measure anyway.")
+        msg = (
+            f"this model's greedy exact match on the held-out set is {100 * acc:.2f} %, below {100 * threshold:g} %: "
+            f"ablating a broken model measures nothing (its heads are not doing the task yet). "
+            f"Train it first (`python -m attnkit train adder`), or pass force=True to measure anyway."
+        )
         if not force:
             raise BaselineTooLowError(msg)
         warnings.warn(msg, stacklevel=2)
     return acc
-
-

@@ -39,10 +39,10 @@ no such keys (the table above) or where no row counts.
 closest (mean absolute difference, entropy scaled to [0, 1]) to the head's averages: the
 heatmap to look at to see the head's usual behaviour, not an outlier.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -68,8 +68,8 @@ def source_layout(src: Tensor) -> dict[str, Tensor]:
     src: (batch, src_pos) ids  ->  operand, place: (batch, src_pos) long; a, b: (batch,) long
     """
     pos = torch.arange(src.size(1))
-    plus_at = (src == PLUS).long().argmax(dim=1, keepdim=True)         # (batch, 1)
-    last = (src != PAD).sum(dim=1, keepdim=True) - 1                   # index of b's units digit
+    plus_at = (src == PLUS).long().argmax(dim=1, keepdim=True)  # (batch, 1)
+    last = (src != PAD).sum(dim=1, keepdim=True) - 1  # index of b's units digit
     digit = src < 10
     operand = torch.where(pos < plus_at, 0, 1).masked_fill(~digit, -1)
     place = torch.where(pos < plus_at, plus_at - 1 - pos, last - pos).masked_fill(~digit, -1)
@@ -202,8 +202,11 @@ def _per_sample_roles(cache: dict, reverse_output: bool, uniform: bool):
             rows_f = rows[:, None].double()
             sums[m].append((per_row.double() * rows_f).sum(-1))
             counts[m].append(rows_f.sum(-1).expand(-1, n_heads))
-    return (heads, {m: torch.cat(v, dim=1).numpy() for m, v in sums.items()},
-            {m: torch.cat(v, dim=1).numpy() for m, v in counts.items()})
+    return (
+        heads,
+        {m: torch.cat(v, dim=1).numpy() for m, v in sums.items()},
+        {m: torch.cat(v, dim=1).numpy() for m, v in counts.items()},
+    )
 
 
 def row_shares(cache: dict, head: str, measure: str, reverse_output: bool = False) -> dict:
@@ -252,16 +255,16 @@ def roles_from_cache(cache: dict, reverse_output: bool = False) -> pd.DataFrame:
     with np.errstate(invalid="ignore", divide="ignore"):
         table = {m: sums[m].sum(0) / counts[m].sum(0) for m in MEASURES}  # NaN where nothing counts
         per_sample = np.stack([sums[m] / counts[m] for m in MEASURES], axis=-1)  # (batch, heads, measures)
-    means = np.stack([table[m] for m in MEASURES], axis=-1)                       # (heads, measures)
+    means = np.stack([table[m] for m in MEASURES], axis=-1)  # (heads, measures)
     # Entropy is in bits; scale it to [0, 1] (by the longest row's maximum) like the shares.
     scale = np.ones(len(MEASURES))
     scale[MEASURES.index("entropy")] = math.log2(max(cache["src"].size(1), cache["tgt"].size(1)))
     diff = np.abs(per_sample - means) / scale
-    defined = ~np.isnan(means)                                        # (heads, measures)
-    missing = (np.isnan(per_sample) & defined).any(-1)                # sample lacks a defined measure
+    defined = ~np.isnan(means)  # (heads, measures)
+    missing = (np.isnan(per_sample) & defined).any(-1)  # sample lacks a defined measure
     dist = np.where(defined, diff, 0.0).sum(-1) / np.maximum(defined.sum(-1), 1)
     dist = np.where(missing, np.inf, dist)
-    typical = dist.argmin(0)                                          # (heads,)
+    typical = dist.argmin(0)  # (heads,)
 
     frame = pd.DataFrame(means, index=pd.Index(heads, name="head"), columns=list(MEASURES))
     parts = frame.index.str.rsplit(".", n=2, expand=True)
@@ -282,8 +285,9 @@ def chance_levels(cache: dict, reverse_output: bool = False) -> pd.DataFrame:
     return table.groupby(kinds, sort=False).first().rename_axis("kind")
 
 
-def head_roles(adder, a: Optional[np.ndarray] = None, b: Optional[np.ndarray] = None,
-               cache: Optional[dict] = None) -> pd.DataFrame:
+def head_roles(
+    adder, a: np.ndarray | None = None, b: np.ndarray | None = None, cache: dict | None = None
+) -> pd.DataFrame:
     """The measured role of each of the adder's heads on problems (a, b), by default the
     committed held-out set: one row per head id ("enc.self.0.1", "dec.cross.1.2", ...) with
     columns kind, layer, head_index, plus, aligned, carry, prev, diag, entropy, typical_sample

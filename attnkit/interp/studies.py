@@ -2,9 +2,10 @@
 and which heads carries depend on. Each measures greedy exact match on the held-out set and
 refuses a model below 99 % (ablation.check_baseline). `python -m attnkit study ablation` runs
 them all and saves data/ablation_results.json (experiments/ablation_studies.py)."""
+
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -17,19 +18,18 @@ from ..core.runtime import analysis_threads
 from .ablation import THRESHOLD_POINTS, Problems, check_baseline, fills_for, held_out_problems, model_of
 from .sweep import fast_matches
 
-REMEASURE_POINTS = 5.0   # joint pruning: re-measure prefixes on the full set until the subset loses this
+REMEASURE_POINTS = 5.0  # joint pruning: re-measure prefixes on the full set until the subset loses this
 CARRY_GROUPS = {"no_carry": "no carry", "carry": "≥ 1 carry", "chain_2plus": "carry chain ≥ 2"}
 
 
-def sweep_matrix(adder, mode: str = "zero", problems: Optional[Problems] = None) -> np.ndarray:
+def sweep_matrix(adder, mode: str = "zero", problems: Problems | None = None) -> np.ndarray:
     """(1 + heads, batch) bool: row 0 the intact model, row 1 + i with head i removed."""
     model = model_of(adder)
     problems = held_out_problems(model) if problems is None else problems
     return fast_matches(model, problems, [[]] + [[h] for h in model.heads], mode)
 
 
-def single_head_sweep(adder, mode: str = "zero", force: bool = False,
-                      correct: Optional[np.ndarray] = None) -> dict:
+def single_head_sweep(adder, mode: str = "zero", force: bool = False, correct: np.ndarray | None = None) -> dict:
     """Remove each head alone: its drop in points, the ranking, critical vs redundant heads."""
     check_baseline(adder, force)
     heads = model_of(adder).heads
@@ -39,9 +39,12 @@ def single_head_sweep(adder, mode: str = "zero", force: bool = False,
     ranking = sorted(heads, key=lambda h: -drops[h])  # stable: ties keep head order
     redundant = [h for h in heads if drops[h] < THRESHOLD_POINTS]
     return {
-        "mode": mode, "n": int(correct.shape[1]), "baseline": float(acc[0]),
+        "mode": mode,
+        "n": int(correct.shape[1]),
+        "baseline": float(acc[0]),
         "accuracy": {h: float(acc[i + 1]) for i, h in enumerate(heads)},
-        "drop_points": drops, "ranking": ranking,
+        "drop_points": drops,
+        "ranking": ranking,
         "critical": [h for h in ranking if drops[h] >= THRESHOLD_POINTS],
         "redundant": redundant,
         "share_prunable_one_at_a_time": len(redundant) / len(heads),
@@ -70,8 +73,9 @@ def prune_order(adder, problems: Problems, mode: str = "zero", progress=None) ->
     return removed, curve
 
 
-def joint_pruning(adder, mode: str = "zero", subset: int = 2000, seed: int = 0,
-                  force: bool = False, progress=None) -> dict:
+def joint_pruning(
+    adder, mode: str = "zero", subset: int = 2000, seed: int = 0, force: bool = False, progress=None
+) -> dict:
     """The pruning curve, searched on a fixed subset and re-measured on the full held-out set
     (as far as it stays near the threshold); the largest set of heads removable together at
     < 1 point loss on the full set."""
@@ -85,23 +89,36 @@ def joint_pruning(adder, mode: str = "zero", subset: int = 2000, seed: int = 0,
     full_set, full = held_out_problems(model, a, b), list[float]()
     end = next((k for k, x in enumerate(curve_subset) if 100 * (curve_subset[0] - x) >= REMEASURE_POINTS), len(order))
     while True:
-        full += fast_matches(model, full_set, [order[:k] for k in range(len(full), end + 1)], mode).mean(axis=1).tolist()
+        full += (
+            fast_matches(model, full_set, [order[:k] for k in range(len(full), end + 1)], mode).mean(axis=1).tolist()
+        )
         if 100 * (full[0] - full[-1]) >= THRESHOLD_POINTS or end == len(order):
             break
         end = min(len(order), end + 3)
     loss = [100 * (full[0] - x) for x in full]
     largest = max(k for k in range(len(full)) if loss[k] < THRESHOLD_POINTS)
     return {
-        "mode": mode, "subset": {"n": len(idx), "seed": seed}, "order": order,
-        "accuracy_subset": curve_subset, "accuracy_full": full, "loss_points_full": loss,
-        "largest_prunable": largest, "prunable_set": order[:largest],
+        "mode": mode,
+        "subset": {"n": len(idx), "seed": seed},
+        "order": order,
+        "accuracy_subset": curve_subset,
+        "accuracy_full": full,
+        "loss_points_full": loss,
+        "largest_prunable": largest,
+        "prunable_set": order[:largest],
         "share_prunable_jointly": largest / len(order),
     }
 
 
 @analysis_threads()
-def gradient_importance(adder, mode: str = "zero", force: bool = False, a: Optional[np.ndarray] = None,
-                        b: Optional[np.ndarray] = None, chunk: int = 2000) -> dict:
+def gradient_importance(
+    adder,
+    mode: str = "zero",
+    force: bool = False,
+    a: np.ndarray | None = None,
+    b: np.ndarray | None = None,
+    chunk: int = 2000,
+) -> dict:
     """Michel et al. (2019): I_h = mean over problems of |∂L/∂gate_h| at gate = 1, with L the
     problem's teacher-forced cross-entropy (summed over its answer tokens); then each layer's
     scores divided by their L2 norm. In "mean" mode the gate blends z towards the mean.
@@ -115,10 +132,14 @@ def gradient_importance(adder, mode: str = "zero", force: bool = False, a: Optio
     with model.without_hooks(), torch.enable_grad():
         for src, tgt_in, gold in zip(p.src.split(chunk), p.tgt_in.split(chunk), p.gold.split(chunk)):
             # per-sample gates on every hook_z: each problem's own gradient
-            gates = {name: torch.ones(len(src), m.n_heads, device=src.device, requires_grad=True)
-                     for name, m in modules.items()}
-            hooks = [(f"{name}.hook_z", lambda z, hook, g=g, f=None if fills is None else fills[name]: gate_z(z, g, f))
-                     for name, g in gates.items()]
+            gates = {
+                name: torch.ones(len(src), m.n_heads, device=src.device, requires_grad=True)
+                for name, m in modules.items()
+            }
+            hooks = [
+                (f"{name}.hook_z", lambda z, hook, g=g, f=None if fills is None else fills[name]: gate_z(z, g, f))
+                for name, g in gates.items()
+            ]
             logits = model.run_with_hooks(src, tgt_in, hooks=hooks)
             loss = F.cross_entropy(logits.flatten(0, 1), gold.flatten(), ignore_index=PAD, reduction="sum")
             grads = torch.autograd.grad(loss, list(gates.values()))  # leaves the weights' .grad alone
@@ -126,12 +147,16 @@ def gradient_importance(adder, mode: str = "zero", force: bool = False, a: Optio
                 totals[name] = totals.get(name, 0) + g.abs().double().sum(dim=0)
     raw = {name: t / len(p) for name, t in totals.items()}
     norm = {name: t / t.norm() for name, t in raw.items()}
-    flat = lambda d: {f"{name}.{h}": float(t[h]) for name, t in d.items() for h in range(len(t))}
+
+    def flat(d):
+        return {f"{name}.{h}": float(t[h]) for name, t in d.items() for h in range(len(t))}
+
     return {"mode": mode, "raw": flat(raw), "normalised": flat(norm)}
 
 
 def rank_correlation(x: Sequence[float], y: Sequence[float]) -> float:
     """Spearman's rho: the Pearson correlation of the ranks (ties share their mean rank)."""
+
     def ranks(v):
         v = np.asarray(v, dtype=float)
         order = np.argsort(v, kind="stable")
@@ -140,6 +165,7 @@ def rank_correlation(x: Sequence[float], y: Sequence[float]) -> float:
         for value in np.unique(v):  # ties: the mean of their ranks
             r[v == value] = r[v == value].mean()
         return r
+
     rx, ry = ranks(x), ranks(y)
     if rx.std() == 0 or ry.std() == 0:
         return float("nan")
@@ -155,12 +181,13 @@ def compare_rankings(importance: dict, sweep: dict) -> dict:
     return {
         "spearman_normalised": rank_correlation([importance["normalised"][h] for h in heads], drops),
         "spearman_raw": rank_correlation([importance["raw"][h] for h in heads], drops),
-        "top_k": k, "top_k_by_importance": top,
+        "top_k": k,
+        "top_k_by_importance": top,
         "top_k_overlap_with_critical": len(set(top) & set(sweep["critical"][:k])),
     }
 
 
-def carry_breakdown(adder, mode: str = "zero", force: bool = False, correct: Optional[np.ndarray] = None) -> dict:
+def carry_breakdown(adder, mode: str = "zero", force: bool = False, correct: np.ndarray | None = None) -> dict:
     """Each head's drop on problems with no carry, with carries, and with a carry chain ≥ 2;
     the carry-dependent heads: those that cost ≥ 1 point more with carries than without."""
     check_baseline(adder, force)
@@ -174,8 +201,9 @@ def carry_breakdown(adder, mode: str = "zero", force: bool = False, correct: Opt
     gap = {h: d["carry"] - d["no_carry"] for h, d in drops.items()}
     dependent = sorted((h for h in gap if gap[h] >= THRESHOLD_POINTS), key=lambda h: -gap[h])
     return {
-        "mode": mode, "groups": {g: {"n": int(m.sum()), "baseline": float(acc[g][0])} for g, m in groups.items()},
-        "drop_points": drops, "carry_minus_no_carry": gap, "carry_dependent": dependent,
+        "mode": mode,
+        "groups": {g: {"n": int(m.sum()), "baseline": float(acc[g][0])} for g, m in groups.items()},
+        "drop_points": drops,
+        "carry_minus_no_carry": gap,
+        "carry_dependent": dependent,
     }
-
-

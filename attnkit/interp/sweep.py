@@ -11,9 +11,10 @@ encode_from, decode_from). Ablations that start at the same module share a batch
 per-sample gates on hook_z. Where a logit margin is too thin to trust the shortcut, the problem
 is decoded greedily; the tests check the result against plain greedy decoding, bit for bit.
 """
+
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -32,11 +33,18 @@ def _base_run(model, p: Problems, rows: int, needed: set) -> dict:
     names = ["hook_memory", "hook_logits"]
     names += [f"enc.{i}.hook_resid_pre" for i in range(len(model.encoder))]
     for i in range(len(model.decoder)):
-        names += [f"dec.{i}.hook_resid_pre", f"dec.{i}.hook_resid_mid",
-                  f"dec.cross.{i}.hook_k", f"dec.cross.{i}.hook_v"]
+        names += [
+            f"dec.{i}.hook_resid_pre",
+            f"dec.{i}.hook_resid_mid",
+            f"dec.cross.{i}.hook_k",
+            f"dec.cross.{i}.hook_v",
+        ]
     names += [f"{name}.hook_z" for name in needed]
     saved: dict[str, list] = {}
-    keep = lambda x, hook: saved.setdefault(hook.name, []).append(x)
+
+    def keep(x, hook):
+        saved.setdefault(hook.name, []).append(x)
+
     with model.hooks([(name, keep) for name in names]):
         for src, tgt_in in zip(p.src.split(rows), p.tgt_in.split(rows)):
             memory = model.encode(src)
@@ -44,10 +52,13 @@ def _base_run(model, p: Problems, rows: int, needed: set) -> dict:
     return {key: torch.cat(parts) for key, parts in saved.items()}
 
 
-def _run_from(model, run: dict, start: Optional[str], r: slice, src_pad: Tensor, k: int) -> Tensor:
+def _run_from(model, run: dict, start: str | None, r: slice, src_pad: Tensor, k: int) -> Tensor:
     """Logits for k stacked copies of problems r, recomputed from attention module `start` on
     (the hooks attached now act on every module recomputed, `start` included)."""
-    rep = lambda t: t[r].repeat(k, *([1] * (t.dim() - 1)))
+
+    def rep(t):
+        return t[r].repeat(k, *([1] * (t.dim() - 1)))
+
     if start is None:
         return rep(run["hook_logits"])
     side, kind, layer_name = start.split(".")
@@ -60,12 +71,15 @@ def _run_from(model, run: dict, start: Optional[str], r: slice, src_pad: Tensor,
         # a new memory: every decoder layer projects new cross keys and values
         return model.decode_from(rep(run["dec.0.hook_resid_pre"]), 0, memory, src_pad, [{} for _ in model.decoder])
     memory = rep(run["hook_memory"])
-    states = [{"cross": (rep(run[f"dec.cross.{i}.hook_k"]), rep(run[f"dec.cross.{i}.hook_v"]))}
-              for i in range(len(model.decoder))]
+    states = [
+        {"cross": (rep(run[f"dec.cross.{i}.hook_k"]), rep(run[f"dec.cross.{i}.hook_v"]))}
+        for i in range(len(model.decoder))
+    ]
     dec = model.decoder[layer]
     if kind == "self":
-        y = dec.after_self(rep(run[f"dec.{layer}.hook_resid_pre"]), dec.self_attn.finish(z), memory, src_pad,
-                           states[layer]["cross"])
+        y = dec.after_self(
+            rep(run[f"dec.{layer}.hook_resid_pre"]), dec.self_attn.finish(z), memory, src_pad, states[layer]["cross"]
+        )
     else:
         y = dec.after_cross(rep(run[f"dec.{layer}.hook_resid_mid"]), dec.cross_attn.finish(z))
     return model.decode_from(y, layer + 1, memory, src_pad, states)
@@ -85,8 +99,15 @@ def _gate_hooks(model, keeps: list[dict], block: list[int], size: int, fills) ->
 
 @analysis_threads()
 @torch.no_grad()
-def fast_matches(adder, problems: Problems, configs: Sequence[Sequence[str]], mode: str = "zero",
-                 base: Sequence[str] = (), rows: int = 4096, margin: float = 1e-3) -> np.ndarray:
+def fast_matches(
+    adder,
+    problems: Problems,
+    configs: Sequence[Sequence[str]],
+    mode: str = "zero",
+    base: Sequence[str] = (),
+    rows: int = 4096,
+    margin: float = 1e-3,
+) -> np.ndarray:
     """Same as `plain_matches` on [base + c for c in configs] (exactly: see the module
     docstring), several times faster.
 
@@ -121,7 +142,7 @@ def fast_matches(adder, problems: Problems, configs: Sequence[Sequence[str]], mo
             for start in sorted(set(starts), key=lambda s: -1 if s is None else order.index(s)):
                 group = [i for i, s in enumerate(starts) if s == start]
                 for c0 in range(0, len(group), per_block):
-                    block = group[c0:c0 + per_block]
+                    block = group[c0 : c0 + per_block]
                     for r0 in range(0, n, chunk):
                         r = slice(r0, min(n, r0 + chunk))
                         size, k = r.stop - r.start, len(block)
@@ -130,8 +151,8 @@ def fast_matches(adder, problems: Problems, configs: Sequence[Sequence[str]], mo
                         right, doubt = _decide(logits, p.gold[r].repeat(k, 1), margin)
                         rows_here = where[r].cpu().numpy()
                         for j, cfg in enumerate(block):
-                            out[cfg, rows_here] = right[j * size:(j + 1) * size]
-                            unsure.setdefault(cfg, []).extend(rows_here[doubt[j * size:(j + 1) * size]].tolist())
+                            out[cfg, rows_here] = right[j * size : (j + 1) * size]
+                            unsure.setdefault(cfg, []).extend(rows_here[doubt[j * size : (j + 1) * size]].tolist())
     for cfg, idx in unsure.items():  # thin margins: decode those few problems greedily
         if idx:
             sub = Problems(problems.src[idx], problems.tgt_in[idx], problems.gold[idx])
@@ -158,5 +179,3 @@ def _decide(logits: Tensor, gold: Tensor, margin: float) -> tuple[np.ndarray, np
     right = ~any_bad
     unsure = any_bad & ~clearly_wrong
     return right.cpu().numpy(), unsure.cpu().numpy()
-
-

@@ -4,12 +4,12 @@ Updates are serialised (widget_tools.Serial): clicks arriving on several kernel 
 evaluate at once, and the last one wins. A setter that fails changes nothing and says why in
 the widget; a malformed problem only affects its own line, the accuracy is still re-measured.
 """
+
 from __future__ import annotations
 
 import html
 import threading
 import time
-from typing import Optional
 
 import ipywidgets as W
 import numpy as np
@@ -33,21 +33,26 @@ class AblationExplorer:
         explorer.result["exact_match"]
     """
 
-    def __init__(self, adder, n_problems: int = 2000, problem: str = "555+445", mode: str = "zero",
-                 force: bool = False):
+    def __init__(
+        self, adder, n_problems: int = 2000, problem: str = "555+445", mode: str = "zero", force: bool = False
+    ):
         self.adder, self.model = adder, model_of(adder)
         a, b = load_test_set()
         idx = pruning_subset(n_problems, total=len(a))
         self.a, self.b = a[idx], b[idx]
         self.problems = Problems.from_operands(self.model, self.a, self.b)
         n_carries, chain = carry_stats(self.a, self.b, self.model.cfg.n_digits)
-        self.groups = {"all": np.ones(len(idx), bool), "no_carry": n_carries == 0,
-                       "carry": n_carries >= 1, "chain_2plus": chain >= 2}
+        self.groups = {
+            "all": np.ones(len(idx), bool),
+            "no_carry": n_carries == 0,
+            "carry": n_carries >= 1,
+            "chain_2plus": chain >= 2,
+        }
         self.result: dict = {}
-        self.evaluations = 0           # measurements run (a test counts them)
+        self.evaluations = 0  # measurements run (a test counts them)
         self._quiet = False
-        self._active = 0               # measurements running now ...
-        self.most_at_once = 0          # ... and the most ever running at once: must stay 1
+        self._active = 0  # measurements running now ...
+        self.most_at_once = 0  # ... and the most ever running at once: must stay 1
         self._active_lock = threading.Lock()
         self._serial = Serial(self._measure)
         self._build(mode, problem)
@@ -64,8 +69,10 @@ class AblationExplorer:
     # ---------------------------------------------------------------- widgets
 
     def _build(self, mode: str, problem: str) -> None:
-        n_layers = {k: 1 + max(int(h.split(".")[2]) for h in self.model.heads if h.startswith(k + "."))
-                    for k in ("enc.self", "dec.self", "dec.cross")}
+        n_layers = {
+            k: 1 + max(int(h.split(".")[2]) for h in self.model.heads if h.startswith(k + "."))
+            for k in ("enc.self", "dec.self", "dec.cross")
+        }
         self.toggles: dict[str, W.ToggleButton] = {}
         rows = []
         for kind, layers in n_layers.items():
@@ -74,8 +81,12 @@ class AblationExplorer:
                 buttons = []
                 for h in range(self.model.cfg.n_heads):
                     head = f"{kind}.{layer}.{h}"
-                    t = W.ToggleButton(value=False, description=f"L{layer}H{h}", tooltip=f"remove {head}",
-                                       layout=W.Layout(width="76px"))
+                    t = W.ToggleButton(
+                        value=False,
+                        description=f"L{layer}H{h}",
+                        tooltip=f"remove {head}",
+                        layout=W.Layout(width="76px"),
+                    )
                     t.add_class("attnkit-head-toggle")
                     t.add_class("attnkit-head-" + head.replace(".", "-"))
                     # restyled first, then measured: the measurement that follows a click always
@@ -88,27 +99,48 @@ class AblationExplorer:
             rows.append(W.HBox(blocks))
         # The label is a widget of its own, beside the buttons in a row that does not wrap: as the
         # buttons' own description it was drawn above them (JupyterLab, 1400 px window).
-        self.mode = W.ToggleButtons(options=list(MODES), value=mode, style={"button_width": "70px"},
-                                    layout=W.Layout(width="auto"),
-                                    tooltips=["a removed head outputs z = 0",
-                                              "a removed head outputs its mean z over the held-out set"])
-        self.problem = W.Text(value=problem, description="problem", continuous_update=False,
-                              placeholder="e.g. 555+445", layout=W.Layout(width="260px"))
+        self.mode = W.ToggleButtons(
+            options=list(MODES),
+            value=mode,
+            style={"button_width": "70px"},
+            layout=W.Layout(width="auto"),
+            tooltips=["a removed head outputs z = 0", "a removed head outputs its mean z over the held-out set"],
+        )
+        self.problem = W.Text(
+            value=problem,
+            description="problem",
+            continuous_update=False,
+            placeholder="e.g. 555+445",
+            layout=W.Layout(width="260px"),
+        )
         self.reset = W.Button(description="restore all heads", icon="undo")
-        self.message = W.HTML()   # a refused request (bad head id or mode): nothing was changed
+        self.message = W.HTML()  # a refused request (bad head id or mode): nothing was changed
         self.output = W.HTML()
-        for widget, name in [(self.mode, "ablation-mode"), (self.problem, "ablation-problem"),
-                             (self.reset, "ablation-reset"), (self.output, "ablation-result"),
-                             (self.message, "ablation-message")]:
+        for widget, name in [
+            (self.mode, "ablation-mode"),
+            (self.problem, "ablation-problem"),
+            (self.reset, "ablation-reset"),
+            (self.output, "ablation-result"),
+            (self.message, "ablation-message"),
+        ]:
             widget.add_class(f"attnkit-{name}")
-        mode_row = W.HBox([W.Label("ablation", layout=W.Layout(width="auto", margin="0 4px 0 0")), self.mode],
-                          layout=W.Layout(align_items="center", flex_flow="row nowrap"))
+        mode_row = W.HBox(
+            [W.Label("ablation", layout=W.Layout(width="auto", margin="0 4px 0 0")), self.mode],
+            layout=W.Layout(align_items="center", flex_flow="row nowrap"),
+        )
         mode_row.add_class("attnkit-ablation-mode-row")
         self.mode.observe(self._on_change, names="value")
         self.problem.observe(self._on_change, names="value")
         self.reset.on_click(lambda _: self.set_removed([]))
-        self.widget = W.VBox([W.HTML("<b>click a head to remove it</b> (red ✕ = removed)"), *rows,
-                              W.HBox([mode_row, self.problem, self.reset]), self.message, self.output])
+        self.widget = W.VBox(
+            [
+                W.HTML("<b>click a head to remove it</b> (red ✕ = removed)"),
+                *rows,
+                W.HBox([mode_row, self.problem, self.reset]),
+                self.message,
+                self.output,
+            ]
+        )
         self.widget.add_class("attnkit-ablation-explorer")
 
     @staticmethod
@@ -132,7 +164,7 @@ class AblationExplorer:
     def removed(self) -> list[str]:
         return [h for h, t in self.toggles.items() if t.value]
 
-    def set_removed(self, heads, mode: Optional[str] = None) -> "AblationExplorer":
+    def set_removed(self, heads, mode: str | None = None) -> AblationExplorer:
         """Remove exactly `heads` (ids as in adder.heads), optionally switch the mode; one update.
         A bad head id or mode raises ValueError, says so in the widget and changes nothing."""
         try:
@@ -201,10 +233,18 @@ class AblationExplorer:
             raise RuntimeError("this explorer has no usable model (see the message above)")
         start = time.perf_counter()
         right = fast_matches(self.model, self.problems, [removed], mode)[0] if removed else self.intact
-        result = {"removed": list(removed), "mode": mode, "exact_match": float(right.mean()),
-                  "groups": {g: (float(self.intact[m].mean()), float(right[m].mean()), int(m.sum()))
-                             for g, m in self.groups.items()},
-                  "problem": problem.strip(), "answer": None, "truth": None, "problem_error": None}
+        result = {
+            "removed": list(removed),
+            "mode": mode,
+            "exact_match": float(right.mean()),
+            "groups": {
+                g: (float(self.intact[m].mean()), float(right[m].mean()), int(m.sum())) for g, m in self.groups.items()
+            },
+            "problem": problem.strip(),
+            "answer": None,
+            "truth": None,
+            "problem_error": None,
+        }
         try:
             a, b = parse_problem(problem.strip(), self.model.cfg.n_digits)
         except ValueError as e:
@@ -222,16 +262,22 @@ class AblationExplorer:
         td = "<td style='text-align:right;padding:0 8px'>"
         rows = "".join(
             f"<tr><td>{names[g]}</td>{td}{n}</td>{td}{100 * before:.2f} %</td>{td}<b>{100 * after:.2f} %</b></td>"
-            f"{td}{100 * (after - before):+.2f}</td></tr>" for g, (before, after, n) in r["groups"].items())
+            f"{td}{100 * (after - before):+.2f}</td></tr>"
+            for g, (before, after, n) in r["groups"].items()
+        )
         removed = ", ".join(r["removed"]) or "none"
         if r["problem_error"] is not None:
             problem = f"your problem {html.escape(r['problem']) or '(empty)'}: " + error_html(r["problem_error"])
         else:
             problem = verdict(r["problem"], r["answer"], r["truth"])
-        return (f"<div>removed ({r['mode']} ablation): {html.escape(removed)}</div>"
-                f"<div>greedy exact match: <b>{100 * r['exact_match']:.2f} %</b> on a fixed subset of "
-                f"{len(self.a)} held-out problems (re-measured in {r['seconds']:.2f} s)</div>"
-                f"<table style='font-size:13px'><tr><th style='text-align:left'>problems</th>"
-                + "".join(f"<th style='text-align:right;padding:0 8px'>{c}</th>" for c in ("n", "all heads", "now", "points"))
-                + f"</tr>{rows}</table>"
-                f"<div>{problem}</div>")
+        return (
+            f"<div>removed ({r['mode']} ablation): {html.escape(removed)}</div>"
+            f"<div>greedy exact match: <b>{100 * r['exact_match']:.2f} %</b> on a fixed subset of "
+            f"{len(self.a)} held-out problems (re-measured in {r['seconds']:.2f} s)</div>"
+            f"<table style='font-size:13px'><tr><th style='text-align:left'>problems</th>"
+            + "".join(
+                f"<th style='text-align:right;padding:0 8px'>{c}</th>" for c in ("n", "all heads", "now", "points")
+            )
+            + f"</tr>{rows}</table>"
+            f"<div>{problem}</div>"
+        )

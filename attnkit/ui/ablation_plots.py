@@ -1,9 +1,10 @@
 """Tables and figures of the ablation studies (notebook 04), read from their results dict
 (`ablation_studies.load_ablation_results()` or `ablation_studies.run_studies()`). Every figure is a matplotlib Figure:
 save it with fig.savefig("x.png") or ".svg"."""
+
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -19,6 +20,7 @@ def head_table(results: dict):
     """One row per head: in each mode its drop, gradient importance (normalised per layer, and
     raw) and carry gap (drop with carries minus drop without)."""
     import pandas as pd
+
     cols = {}
     for mode, r in results["modes"].items():
         cols[f"drop {mode}"] = r["single_head"]["drop_points"]
@@ -28,19 +30,23 @@ def head_table(results: dict):
     return pd.DataFrame(cols).rename_axis("head")
 
 
-def carry_table(results: dict, mode: str = "zero", heads: Optional[Sequence[str]] = None):
+def carry_table(results: dict, mode: str = "zero", heads: Sequence[str] | None = None):
     """Per head, its drop (points) on each carry group, and carry minus no-carry."""
     import pandas as pd
+
     c = results["modes"][mode]["carries"]
     heads = list(c["drop_points"]) if heads is None else list(heads)
-    table = pd.DataFrame({CARRY_GROUPS[g]: [c["drop_points"][h][g] for h in heads] for g in CARRY_GROUPS},
-                         index=pd.Index(heads, name=f"head ({mode})"))
+    table = pd.DataFrame(
+        {CARRY_GROUPS[g]: [c["drop_points"][h][g] for h in heads] for g in CARRY_GROUPS},
+        index=pd.Index(heads, name=f"head ({mode})"),
+    )
     table["carry − no carry"] = [c["carry_minus_no_carry"][h] for h in heads]
     return table
 
 
 def _figure(w: float, h: float):
     from matplotlib.figure import Figure
+
     return Figure(figsize=(w, h), layout="constrained")
 
 
@@ -59,8 +65,10 @@ def plot_drops(results: dict):
     ax.set_xticks(range(len(order)), order, rotation=90, fontsize=SMALL)  # upright labels would overlap
     ax.set_xlabel("head removed (kind.layer.head)")
     ax.set_ylabel("drop in greedy exact match (points, symlog)")
-    ax.set_title(f"Single-head ablation: drop from the {100 * results['baseline']:.2f} % baseline "
-                 f"({results['n_test']} held-out problems)")
+    ax.set_title(
+        f"Single-head ablation: drop from the {100 * results['baseline']:.2f} % baseline "
+        f"({results['n_test']} held-out problems)"
+    )
     ax.legend(fontsize=SMALL)
     return fig
 
@@ -81,8 +89,15 @@ def plot_drop_heatmaps(results: dict):
             ax = axes[r, c]
             image = ax.imshow(grid, cmap="Reds", vmin=0, vmax=top, aspect="auto")
             for (L, H), v in np.ndenumerate(grid):
-                ax.text(H, L, f"{v:.1f}" if v >= 10 else f"{v:.2f}", ha="center", va="center", fontsize=SMALL,
-                        color="white" if v > 0.6 * top else "black")
+                ax.text(
+                    H,
+                    L,
+                    f"{v:.1f}" if v >= 10 else f"{v:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=SMALL,
+                    color="white" if v > 0.6 * top else "black",
+                )
             ax.set_xticks(range(n_heads), [f"h{H}" for H in range(n_heads)], fontsize=SMALL)
             ax.set_yticks(range(n_layers), [f"layer {L}" for L in range(n_layers)], fontsize=SMALL)
             ax.set_title(f"{kind} — {mode}", fontsize=10)
@@ -100,14 +115,35 @@ def plot_pruning_curves(results: dict):
     for ax in (whole, close):
         for i, (mode, r) in enumerate(results["modes"].items()):
             j, colour = r["joint_pruning"], f"C{i}"
-            ax.plot(range(len(j["accuracy_full"])), 100 * np.array(j["accuracy_full"]), "o-", color=colour, ms=4,
-                    label=f"{mode}: full held-out set ({results['n_test']})")
-            ax.plot(range(len(j["accuracy_subset"])), 100 * np.array(j["accuracy_subset"]), ".:", color=colour,
-                    label=f"{mode}: search subset ({j['subset']['n']})")
-            ax.axvline(j["largest_prunable"], color=colour, lw=1, ls="-.",
-                       label=f"{mode}: {j['largest_prunable']} heads removable at < {THRESHOLD_POINTS:g} point")
-        ax.axhline(100 * results["baseline"] - THRESHOLD_POINTS, color="k", ls="--", lw=1,
-                   label=f"baseline − {THRESHOLD_POINTS:g} point")
+            ax.plot(
+                range(len(j["accuracy_full"])),
+                100 * np.array(j["accuracy_full"]),
+                "o-",
+                color=colour,
+                ms=4,
+                label=f"{mode}: full held-out set ({results['n_test']})",
+            )
+            ax.plot(
+                range(len(j["accuracy_subset"])),
+                100 * np.array(j["accuracy_subset"]),
+                ".:",
+                color=colour,
+                label=f"{mode}: search subset ({j['subset']['n']})",
+            )
+            ax.axvline(
+                j["largest_prunable"],
+                color=colour,
+                lw=1,
+                ls="-.",
+                label=f"{mode}: {j['largest_prunable']} heads removable at < {THRESHOLD_POINTS:g} point",
+            )
+        ax.axhline(
+            100 * results["baseline"] - THRESHOLD_POINTS,
+            color="k",
+            ls="--",
+            lw=1,
+            label=f"baseline − {THRESHOLD_POINTS:g} point",
+        )
         ax.set_ylabel("greedy exact match (%)")
     whole.set_xlabel("heads removed together (each time the one whose removal hurts least)")
     close.set_xlabel("heads removed together")
@@ -137,8 +173,15 @@ def plot_importance(results: dict):
                 ax.scatter([score[h] for h in heads], [drop[h] for h in heads], marker=marker, label=kind)
             for i, h in enumerate(r["single_head"]["ranking"][:4]):
                 # names in a column at the top left, a line to each point: never on top of each other
-                ax.annotate(h, (score[h], drop[h]), xytext=(0.03, 0.93 - 0.08 * i), textcoords="axes fraction",
-                            fontsize=SMALL, va="top", arrowprops=dict(arrowstyle="-", lw=0.6, color="grey"))
+                ax.annotate(
+                    h,
+                    (score[h], drop[h]),
+                    xytext=(0.03, 0.93 - 0.08 * i),
+                    textcoords="axes fraction",
+                    fontsize=SMALL,
+                    va="top",
+                    arrowprops=dict(arrowstyle="-", lw=0.6, color="grey"),
+                )
             ax.set_yscale("symlog", linthresh=1)
             ax.set_xlabel(f"gradient importance |∂L/∂gate| ({'raw' if scale == 'raw' else 'normalised per layer'})")
             ax.set_ylabel("ablation drop (points, symlog)")

@@ -9,11 +9,11 @@ Figures are rendered to PNG at the size they are shown (widget_tools.DISPLAY_DPI
 widget. Redraws are serialised (widget_tools.Serial); mistakes are shown inside the widget, and
 the figure is hidden while an error stands (it would show a state that no longer holds).
 """
+
 from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
-from typing import Optional
 
 import ipywidgets as W
 import numpy as np
@@ -38,8 +38,7 @@ class AttentionExplorer:
     typical_sample indexes them. Otherwise it is measured from the explorer's own pass.
     """
 
-    def __init__(self, adder, a: Optional[np.ndarray] = None, b: Optional[np.ndarray] = None,
-                 roles=None):
+    def __init__(self, adder, a: np.ndarray | None = None, b: np.ndarray | None = None, roles=None):
         if a is None:
             a, b = load_test_set()
         self.adder, self.a, self.b = adder, np.asarray(a), np.asarray(b)
@@ -50,14 +49,15 @@ class AttentionExplorer:
         self.answers = answers
         self.cache = {k: v.cpu() for k, v in cache.items()}
         self.roles = roles if roles is not None else roles_from_cache(self.cache, self.reverse_output)
-        self.n_layers = {kind: sum(k.startswith(kind + ".") and k.endswith(".hook_pattern") for k in self.cache)
-                         for kind in KINDS}
+        self.n_layers = {
+            kind: sum(k.startswith(kind + ".") and k.endswith(".hook_pattern") for k in self.cache) for kind in KINDS
+        }
         self.plot = AttentionPlot()
-        self.custom: Optional[tuple[str, str, dict]] = None  # (problem, answer, cache) while shown
+        self.custom: tuple[str, str, dict] | None = None  # (problem, answer, cache) while shown
         self._quiet = False  # True while several controls change at once: redraw only at the end
         self._role_tables: dict = {}
-        self._serial = Serial(self._redraw_now)   # redraws never overlap; the last request wins
-        self._model_lock = threading.Lock()       # typed problems run the shared model one at a time
+        self._serial = Serial(self._redraw_now)  # redraws never overlap; the last request wins
+        self._model_lock = threading.Lock()  # typed problems run the shared model one at a time
         self._build()
         self.redraw()
 
@@ -69,43 +69,88 @@ class AttentionExplorer:
 
     def _build(self) -> None:
         n_heads = self.adder.cfg.n_heads
-        self.kind = W.Dropdown(options=[(KIND_NAMES[k], k) for k in KINDS], value="dec.cross",
-                               description="attention", layout=W.Layout(width="250px"))
-        self.layer = W.IntSlider(value=self.n_layers["dec.cross"] - 1, min=0, max=self.n_layers["dec.cross"] - 1,
-                                 description="layer", continuous_update=False, layout=W.Layout(width="200px"))
-        self.head = W.ToggleButtons(options=[("all", ALL_HEADS)] + [(str(h), h) for h in range(n_heads)],
-                                    value=ALL_HEADS, description="head",
-                                    style={"button_width": "36px"})
-        self.sample = W.IntSlider(value=0, min=0, max=len(self.a) - 1, description="sample",
-                                  continuous_update=False, layout=W.Layout(width="520px"))
-        self.problem = W.Text(value="", placeholder="type a problem, e.g. 663+497, and press Enter",
-                              description="problem", continuous_update=False, layout=W.Layout(width="420px"))
-        self.typical = W.Button(description="typical sample of this head", icon="crosshairs",
-                                tooltip="jump to the held-out problem where this head's measures are closest "
-                                        "to its averages", layout=W.Layout(width="230px"),
-                                disabled=self.head.value == ALL_HEADS)
-        self.outline = W.Dropdown(options=[("aligned column", "aligned"), ("carry column", "carry"), ("nothing", None)],
-                                  value="aligned", description="outline", layout=W.Layout(width="240px"))
+        self.kind = W.Dropdown(
+            options=[(KIND_NAMES[k], k) for k in KINDS],
+            value="dec.cross",
+            description="attention",
+            layout=W.Layout(width="250px"),
+        )
+        self.layer = W.IntSlider(
+            value=self.n_layers["dec.cross"] - 1,
+            min=0,
+            max=self.n_layers["dec.cross"] - 1,
+            description="layer",
+            continuous_update=False,
+            layout=W.Layout(width="200px"),
+        )
+        self.head = W.ToggleButtons(
+            options=[("all", ALL_HEADS)] + [(str(h), h) for h in range(n_heads)],
+            value=ALL_HEADS,
+            description="head",
+            style={"button_width": "36px"},
+        )
+        self.sample = W.IntSlider(
+            value=0,
+            min=0,
+            max=len(self.a) - 1,
+            description="sample",
+            continuous_update=False,
+            layout=W.Layout(width="520px"),
+        )
+        self.problem = W.Text(
+            value="",
+            placeholder="type a problem, e.g. 663+497, and press Enter",
+            description="problem",
+            continuous_update=False,
+            layout=W.Layout(width="420px"),
+        )
+        self.typical = W.Button(
+            description="typical sample of this head",
+            icon="crosshairs",
+            tooltip="jump to the held-out problem where this head's measures are closest to its averages",
+            layout=W.Layout(width="230px"),
+            disabled=self.head.value == ALL_HEADS,
+        )
+        self.outline = W.Dropdown(
+            options=[("aligned column", "aligned"), ("carry column", "carry"), ("nothing", None)],
+            value="aligned",
+            description="outline",
+            layout=W.Layout(width="240px"),
+        )
         self.answer = W.HTML()
         self.role = W.HTML()
         self.message = W.HTML()  # a refused request (e.g. an unknown kind): nothing was changed
         self.image = W.Image(format="png", layout=W.Layout(max_width="100%", height="auto", object_fit="contain"))
-        for widget, name in [(self.kind, "kind-select"), (self.layer, "layer-slider"), (self.head, "head-select"),
-                             (self.sample, "sample-slider"), (self.problem, "problem-text"),
-                             (self.typical, "typical-button"), (self.outline, "outline-select"),
-                             (self.answer, "answer"), (self.role, "role"), (self.message, "message"),
-                             (self.image, "figure")]:
+        for widget, name in [
+            (self.kind, "kind-select"),
+            (self.layer, "layer-slider"),
+            (self.head, "head-select"),
+            (self.sample, "sample-slider"),
+            (self.problem, "problem-text"),
+            (self.typical, "typical-button"),
+            (self.outline, "outline-select"),
+            (self.answer, "answer"),
+            (self.role, "role"),
+            (self.message, "message"),
+            (self.image, "figure"),
+        ]:
             widget.add_class(f"attnkit-{name}")
         for control in (self.kind, self.layer, self.head, self.outline):
             control.observe(self._on_view, names="value")
         self.sample.observe(self._on_sample, names="value")
         self.problem.observe(self._on_problem, names="value")
         self.typical.on_click(lambda _: self._guarded(self.show_head, self.head_id))
-        self.widget = W.VBox([
-            W.HBox([self.kind, self.layer, self.head]),
-            W.HBox([self.sample, self.typical]),
-            W.HBox([self.problem, self.outline]), self.message, self.answer, self.image, self.role,
-        ])
+        self.widget = W.VBox(
+            [
+                W.HBox([self.kind, self.layer, self.head]),
+                W.HBox([self.sample, self.typical]),
+                W.HBox([self.problem, self.outline]),
+                self.message,
+                self.answer,
+                self.image,
+                self.role,
+            ]
+        )
         self.widget.add_class("attnkit-explorer")
 
     def _repr_mimebundle_(self, **kwargs):
@@ -114,7 +159,7 @@ class AttentionExplorer:
     # ---------------------------------------------------------------- state
 
     @property
-    def head_id(self) -> Optional[str]:
+    def head_id(self) -> str | None:
         """The selected head, "dec.cross.1.2", or None when all heads are shown."""
         if self.head.value == ALL_HEADS:
             return None
@@ -138,13 +183,15 @@ class AttentionExplorer:
         if layer is not None and not 0 <= layer < n_layers:
             raise ValueError(f"layer {layer} does not exist: this kind has layers 0–{n_layers - 1}")
         if head is not None and head != ALL_HEADS and not 0 <= head < self.adder.cfg.n_heads:
-            raise ValueError(f"head {head} does not exist: heads are 0–{self.adder.cfg.n_heads - 1} "
-                             f"or ALL_HEADS ({ALL_HEADS})")
+            raise ValueError(
+                f"head {head} does not exist: heads are 0–{self.adder.cfg.n_heads - 1} or ALL_HEADS ({ALL_HEADS})"
+            )
         if sample is not None and not 0 <= int(sample) < len(self.a):
             raise ValueError(f"sample {sample} does not exist: samples are 0–{len(self.a) - 1}")
 
-    def show(self, sample: Optional[int] = None, kind: Optional[str] = None, layer: Optional[int] = None,
-             head: Optional[int] = None) -> "AttentionExplorer":
+    def show(
+        self, sample: int | None = None, kind: str | None = None, layer: int | None = None, head: int | None = None
+    ) -> AttentionExplorer:
         """Set any of the controls at once (head=ALL_HEADS for the grid); returns self to display.
         A bad value raises ValueError, says so in the widget and changes nothing."""
         try:
@@ -166,7 +213,7 @@ class AttentionExplorer:
                 self.problem.value = ""
         return self
 
-    def show_head(self, head_id: Optional[str]) -> "AttentionExplorer":
+    def show_head(self, head_id: str | None) -> AttentionExplorer:
         """Select `head_id` ("dec.cross.1.2") on the sample where its pattern is most typical."""
         if head_id is None:
             raise ValueError("pick one head (not 'all') to jump to its typical sample")
@@ -235,8 +282,14 @@ class AttentionExplorer:
             return dict(cache=cache, index=0, where="your problem", problem=problem, answer=answer, truth=a + b)
         i = self.sample.value
         a, b = int(self.a[i]), int(self.b[i])
-        return dict(cache=self.cache, index=i, where=f"sample {i} of {len(self.a)}", problem=f"{a}+{b}",
-                    answer=self.answers[i], truth=a + b)
+        return dict(
+            cache=self.cache,
+            index=i,
+            where=f"sample {i} of {len(self.a)}",
+            problem=f"{a}+{b}",
+            answer=self.answers[i],
+            truth=a + b,
+        )
 
     def figure(self):
         """The figure now shown (a matplotlib Figure: save it with attnkit.plotting.save_figure).
@@ -245,8 +298,16 @@ class AttentionExplorer:
         head = None if self.head.value == ALL_HEADS else self.head.value
         mark = "✓" if c["answer"] == str(c["truth"]) else f"✗ (true sum {c['truth']})"
         subtitle = f"{c['where']}: {c['problem']} → {c['answer']} {mark}"
-        return self.plot.figure(c["cache"], c["index"], self.kind.value, self.layer.value, head,
-                                self.reverse_output, subtitle=subtitle, outline=self.outline.value)
+        return self.plot.figure(
+            c["cache"],
+            c["index"],
+            self.kind.value,
+            self.layer.value,
+            head,
+            self.reverse_output,
+            subtitle=subtitle,
+            outline=self.outline.value,
+        )
 
     def save(self, path) -> None:
         """Save the figure now shown as PNG or SVG (by the suffix of `path`)."""
@@ -282,9 +343,14 @@ class AttentionExplorer:
         th, td = "<th style='text-align:right;padding:0 8px'>", "<td style='text-align:right;padding:0 8px'>"
         head = "".join(f"{th}{m}</th>" for m in shown) + f"{th}typical sample</th>"
         body = "".join(
-            f"<tr><td style='text-align:left'>{h}</td>" + "".join(f"{td}{r[m]:.2f}</td>" for m in shown)
-            + f"{td}{int(r['typical_sample'])}</td></tr>" for h, r in rows.iterrows())
-        return (f"<details open><summary>measured over all {len(self.a)} held-out problems "
-                f"(shares of attention; entropy in bits)</summary>"
-                f"<table style='font-size:13px;border-collapse:collapse'><tr><th style='text-align:left'>head</th>"
-                f"{head}</tr>{body}</table></details>")
+            f"<tr><td style='text-align:left'>{h}</td>"
+            + "".join(f"{td}{r[m]:.2f}</td>" for m in shown)
+            + f"{td}{int(r['typical_sample'])}</td></tr>"
+            for h, r in rows.iterrows()
+        )
+        return (
+            f"<details open><summary>measured over all {len(self.a)} held-out problems "
+            f"(shares of attention; entropy in bits)</summary>"
+            f"<table style='font-size:13px;border-collapse:collapse'><tr><th style='text-align:left'>head</th>"
+            f"{head}</tr>{body}</table></details>"
+        )

@@ -14,21 +14,22 @@ Every figure a notebook displays is checked while the notebooks run under test: 
 conftest.py starts each kernel with `record_displayed_figures` (an IPython startup file), and
 fails the cell whose figure breaks the policy.
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator, Optional
 
 import matplotlib.text
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 OUTPUT_WIDTH_PX = 940  # JupyterLab 4 at a 1400 px wide window (measured: tests/test_browser.py)
-MIN_TEXT_PX = 12.0     # 9 pt at 96 dpi; 9 pt at 100 dpi is 12.5 px
-NOTEBOOK_DPI = 100     # matplotlib's default figure.dpi, what the inline backend renders at
-SMALLEST_PT = 9        # the smallest font size the kit's figures use
-GAP_PX = 1.0           # the least room between two texts side by side
+MIN_TEXT_PX = 12.0  # 9 pt at 96 dpi; 9 pt at 100 dpi is 12.5 px
+NOTEBOOK_DPI = 100  # matplotlib's default figure.dpi, what the inline backend renders at
+SMALLEST_PT = 9  # the smallest font size the kit's figures use
+GAP_PX = 1.0  # the least room between two texts side by side
 
 
 @contextmanager
@@ -41,6 +42,7 @@ def _drawn_texts(out: list) -> Iterator[None]:
         if self.get_visible() and self.get_text().strip():
             # the text's own box (an Annotation's would include its arrow)
             out.append((self, matplotlib.text.Text.get_window_extent(self, renderer)))
+
     matplotlib.text.Text.draw = draw  # type: ignore[method-assign]
     try:
         yield
@@ -55,7 +57,7 @@ def _overlap(a, b, gap: float) -> bool:
     return x > -gap and y > 0.25 * min(a.height, b.height)
 
 
-def problems(fig: Figure, dpi: Optional[float] = None, tight: bool = True) -> list[str]:
+def problems(fig: Figure, dpi: float | None = None, tight: bool = True) -> list[str]:
     """What breaks the policy in `fig` shown at `dpi` (default: its own), cropped to what it draws
     (tight=True, as IPython shows it) or whole (tight=False, the explorers' PNGs). [] = fine."""
     dpi = dpi or fig.dpi
@@ -68,22 +70,31 @@ def problems(fig: Figure, dpi: Optional[float] = None, tight: bool = True) -> li
     width_in = fig.get_tightbbox(renderer).width if tight else fig.get_figwidth()
     found = []
     if width_in * dpi > OUTPUT_WIDTH_PX + 0.5:
-        found.append(f"{width_in * dpi:.0f} px wide at {dpi:.0f} dpi: JupyterLab's output area is "
-                     f"{OUTPUT_WIDTH_PX} px, so it would be shrunk")
-    title = fig.get_suptitle() or next(
-        (ax.get_title() for ax in fig.axes if ax.get_title()), "")
-    small = sorted({(text.get_fontsize(), text.get_text()) for text, _ in texts
-                    if text.get_fontsize() * dpi / 72 < MIN_TEXT_PX - 1e-6})
+        found.append(
+            f"{width_in * dpi:.0f} px wide at {dpi:.0f} dpi: JupyterLab's output area is "
+            f"{OUTPUT_WIDTH_PX} px, so it would be shrunk"
+        )
+    title = fig.get_suptitle() or next((ax.get_title() for ax in fig.axes if ax.get_title()), "")
+    small = sorted(
+        {
+            (text.get_fontsize(), text.get_text())
+            for text, _ in texts
+            if text.get_fontsize() * dpi / 72 < MIN_TEXT_PX - 1e-6
+        }
+    )
     if small:
-        found.append(f"{len(small)} texts below {MIN_TEXT_PX:g} px, e.g. " + ", ".join(
-            f"{t!r} at {pt * dpi / 72:.1f} px ({pt:g} pt)" for pt, t in small[:3]))
+        found.append(
+            f"{len(small)} texts below {MIN_TEXT_PX:g} px, e.g. "
+            + ", ".join(f"{t!r} at {pt * dpi / 72:.1f} px ({pt:g} pt)" for pt, t in small[:3])
+        )
     for text, box in texts:
         clip = text.get_clip_box() if text.get_clip_on() else None
-        if clip is not None and (box.x0 < clip.x0 - 1 or box.x1 > clip.x1 + 1 or box.y0 < clip.y0 - 1
-                                 or box.y1 > clip.y1 + 1):
+        if clip is not None and (
+            box.x0 < clip.x0 - 1 or box.x1 > clip.x1 + 1 or box.y0 < clip.y0 - 1 or box.y1 > clip.y1 + 1
+        ):
             found.append(f"text {text.get_text()!r} is cut off at the edge of its axes")
     for i, (a, box_a) in enumerate(texts):
-        for b, box_b in texts[i + 1:]:
+        for b, box_b in texts[i + 1 :]:
             if _overlap(box_a, box_b, GAP_PX / scale):
                 found.append(f"texts {a.get_text()!r} and {b.get_text()!r} overlap or touch")
     title = " ".join((title or "figure").split())  # one line, also for a two-line title
@@ -102,4 +113,5 @@ def record_displayed_figures(log_path: str) -> None:
         with open(log_path, "a", encoding="utf-8") as log:
             log.write(json.dumps({"width_px": round(fig.get_figwidth() * fig.dpi), "problems": found}) + "\n")
         return show(fig, fmt, bbox_inches, base64, **kwargs)
+
     pylabtools.print_figure = print_figure  # the inline backend binds it when it is activated

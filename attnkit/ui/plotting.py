@@ -11,11 +11,13 @@ it in place (benchmarks/bench_explorer.py times that).
 Cells a head cannot attend to (the decoder's future) are grey, not a white "0": the causal
 structure is then visible at a glance, and distinct from a weight the head chose to make 0.
 """
+
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import matplotlib
 import numpy as np
@@ -64,7 +66,7 @@ class PanelFigure(Figure):
 
     attnkit_panels: list[_Panel]
     attnkit_note: Text
-    attnkit_canvas: Optional[FigureCanvasAgg] = None
+    attnkit_canvas: FigureCanvasAgg | None = None
     attnkit_background: Any = None
 
 
@@ -75,11 +77,13 @@ class _Panel:
     def __init__(self, ax, n_q: int, n_k: int, vmax: float):
         self.ax, self.vmax = ax, vmax
         self.texts: list[Text] = []
-        self.image = ax.imshow(np.zeros((n_q, n_k)), cmap=CMAP, vmin=0.0, vmax=vmax,
-                               aspect="auto", interpolation="nearest")
+        self.image = ax.imshow(
+            np.zeros((n_q, n_k)), cmap=CMAP, vmin=0.0, vmax=vmax, aspect="auto", interpolation="nearest"
+        )
         # All outlined cells in one collection, outside autoscaling: one artist to update and draw.
-        self.outline = ax.add_collection(PolyCollection([], facecolors="none", edgecolors=OUTLINE, linewidths=2),
-                                         autolim=False)
+        self.outline = ax.add_collection(
+            PolyCollection([], facecolors="none", edgecolors=OUTLINE, linewidths=2), autolim=False
+        )
         ax.tick_params(length=0)
 
     def update(self, pattern, q_tokens, k_tokens, masked=None, outline=None, annotate=False, min_shown=0.05):
@@ -89,21 +93,33 @@ class _Panel:
         self.ax.set_xticks(range(len(k_tokens)), k_tokens)
         self.ax.set_yticks(range(len(q_tokens)), q_tokens)
         cells = zip(*np.nonzero(outline)) if outline is not None else []
-        self.outline.set_verts([[(k - .5, q - .5), (k + .5, q - .5), (k + .5, q + .5), (k - .5, q + .5)]
-                                for q, k in cells])
+        self.outline.set_verts(
+            [[(k - 0.5, q - 0.5), (k + 0.5, q - 0.5), (k + 0.5, q + 0.5), (k - 0.5, q + 0.5)] for q, k in cells]
+        )
         for text in self.texts:
             text.remove()
         self.texts = []
         if annotate:
             for (q, k), w in np.ndenumerate(pattern):
                 if (masked is None or not masked[q, k]) and not np.isnan(w) and w >= min_shown:
-                    self.texts.append(self.ax.text(k, q, f"{w:.2f}", ha="center", va="center", fontsize=SMALL,
-                                                   color="white" if w > 0.6 * self.vmax else "black"))
+                    self.texts.append(
+                        self.ax.text(
+                            k,
+                            q,
+                            f"{w:.2f}",
+                            ha="center",
+                            va="center",
+                            fontsize=SMALL,
+                            color="white" if w > 0.6 * self.vmax else "black",
+                        )
+                    )
 
     def outlined(self) -> list[tuple[int, int]]:
         """The (q, k) cells outlined now."""
-        return sorted((round(v[:, 1].min() + 0.5), round(v[:, 0].min() + 0.5)) for v in
-                      (path.vertices for path in self.outline.get_paths()))
+        return sorted(
+            (round(v[:, 1].min() + 0.5), round(v[:, 0].min() + 0.5))
+            for v in (path.vertices for path in self.outline.get_paths())
+        )
 
     def set_title(self, title: str, fontsize: float) -> None:
         # A fixed y: matplotlib then skips re-measuring the tick labels to place the title.
@@ -112,13 +128,23 @@ class _Panel:
 
 def _check(pattern: np.ndarray, q_tokens: Sequence[str], k_tokens: Sequence[str]) -> None:
     if pattern.shape[-2:] != (len(q_tokens), len(k_tokens)):
-        raise ValueError(f"pattern is {pattern.shape[-2:]} (q_pos, k_pos) but there are "
-                         f"{len(q_tokens)} query and {len(k_tokens)} key labels")
+        raise ValueError(
+            f"pattern is {pattern.shape[-2:]} (q_pos, k_pos) but there are "
+            f"{len(q_tokens)} query and {len(k_tokens)} key labels"
+        )
 
 
-def heatmap(pattern, q_tokens: Sequence[str], k_tokens: Sequence[str], title: str = "attention weights",
-            masked=None, outline=None, annotate: bool = True, vmax: float = 1.0,
-            note: Optional[str] = None) -> PanelFigure:
+def heatmap(
+    pattern,
+    q_tokens: Sequence[str],
+    k_tokens: Sequence[str],
+    title: str = "attention weights",
+    masked=None,
+    outline=None,
+    annotate: bool = True,
+    vmax: float = 1.0,
+    note: str | None = None,
+) -> PanelFigure:
     """One head's weights, (q_pos, k_pos): queries down, keys across, a colour bar.
 
     masked:   (q_pos, k_pos) bool, True where the head cannot attend (drawn grey)
@@ -144,17 +170,30 @@ def heatmap(pattern, q_tokens: Sequence[str], k_tokens: Sequence[str], title: st
     ax.xaxis.set_label_coords(0.5, -0.42 / box[3] / height)
     ax.yaxis.set_label_coords(-0.8 / box[2] / width, 0.5)
     panel.set_title(title, 9)
-    fig.colorbar(panel.image, cax=fig.add_axes((1 - (right - 0.25) / width, box[1], 0.12 / width, box[3])),
-                 label="weight", ticks=[0, vmax / 2, vmax])
-    fig.attnkit_note = fig.text(0.05 / width, 0.05 / height, note or "", fontsize=SMALL, color="#555555",
-                                va="bottom")
+    fig.colorbar(
+        panel.image,
+        cax=fig.add_axes((1 - (right - 0.25) / width, box[1], 0.12 / width, box[3])),
+        label="weight",
+        ticks=[0, vmax / 2, vmax],
+    )
+    fig.attnkit_note = fig.text(0.05 / width, 0.05 / height, note or "", fontsize=SMALL, color="#555555", va="bottom")
     return fig
 
 
-def heatmap_grid(patterns, q_tokens: Sequence[str], k_tokens: Sequence[str], title: str = "attention weights",
-                 row_titles: Optional[Sequence[str]] = None, col_titles: Optional[Sequence[str]] = None,
-                 masked=None, outline=None, annotate: bool = False, vmax: float = 1.0,
-                 note: Optional[str] = None, cell: Optional[float] = None) -> PanelFigure:
+def heatmap_grid(
+    patterns,
+    q_tokens: Sequence[str],
+    k_tokens: Sequence[str],
+    title: str = "attention weights",
+    row_titles: Sequence[str] | None = None,
+    col_titles: Sequence[str] | None = None,
+    masked=None,
+    outline=None,
+    annotate: bool = False,
+    vmax: float = 1.0,
+    note: str | None = None,
+    cell: float | None = None,
+) -> PanelFigure:
     """d2l's show_heatmaps: `patterns` (rows, cols, q_pos, k_pos), e.g. (layers, heads, q, k),
     drawn as a grid sharing one colour scale and the same token labels; masked/outline as in
     heatmap(), one (q_pos, k_pos) array applied to every panel. `cell`: a cell's width in
@@ -173,9 +212,21 @@ def heatmap_grid(patterns, q_tokens: Sequence[str], k_tokens: Sequence[str], tit
     width = left + n_cols * panel_w + (n_cols - 1) * gap_w + right
     height = top + n_rows * panel_h + (n_rows - 1) * gap_h + bottom
     fig = PanelFigure(figsize=(width, height))
-    axes = fig.subplots(n_rows, n_cols, squeeze=False, sharex=True, sharey=True,
-                        gridspec_kw=dict(left=left / width, right=1 - right / width, bottom=bottom / height,
-                                         top=1 - top / height, wspace=gap_w / panel_w, hspace=gap_h / panel_h))
+    axes = fig.subplots(
+        n_rows,
+        n_cols,
+        squeeze=False,
+        sharex=True,
+        sharey=True,
+        gridspec_kw=dict(
+            left=left / width,
+            right=1 - right / width,
+            bottom=bottom / height,
+            top=1 - top / height,
+            wspace=gap_w / panel_w,
+            hspace=gap_h / panel_h,
+        ),
+    )
     fig.attnkit_panels = []
     for r in range(n_rows):
         for c in range(n_cols):
@@ -184,18 +235,22 @@ def heatmap_grid(patterns, q_tokens: Sequence[str], k_tokens: Sequence[str], tit
             panel.update(patterns[r, c], q_tokens, k_tokens, masked, outline, annotate)
             fig.attnkit_panels.append(panel)
             image = panel.image
-            panel.set_title(" ".join(t for t in ((row_titles or [""] * n_rows)[r],
-                                                 (col_titles or [""] * n_cols)[c]) if t), SMALL)
+            panel.set_title(
+                " ".join(t for t in ((row_titles or [""] * n_rows)[r], (col_titles or [""] * n_cols)[c]) if t), SMALL
+            )
             ax.tick_params(labelsize=SMALL)
             ax.xaxis.set_label_coords(0.5, 0)  # the panels' own axis labels are empty: skip placing them
             ax.yaxis.set_label_coords(0, 0.5)
     fig.supxlabel(KEY_LABEL, fontsize=10, y=0.3 / height)
     fig.supylabel(QUERY_LABEL, fontsize=10, x=0.08 / width)
     fig.suptitle(title, fontsize=11, y=1 - 0.08 / height, va="top")
-    fig.colorbar(image, cax=fig.add_axes((1 - (right - 0.2) / width, bottom / height, 0.12 / width,
-                                          1 - (top + bottom) / height)), label="weight", ticks=[0, vmax / 2, vmax])
-    fig.attnkit_note = fig.text(0.05 / width, 0.05 / height, note or "", fontsize=SMALL, color="#555555",
-                                va="bottom")
+    fig.colorbar(
+        image,
+        cax=fig.add_axes((1 - (right - 0.2) / width, bottom / height, 0.12 / width, 1 - (top + bottom) / height)),
+        label="weight",
+        ticks=[0, vmax / 2, vmax],
+    )
+    fig.attnkit_note = fig.text(0.05 / width, 0.05 / height, note or "", fontsize=SMALL, color="#555555", va="bottom")
     return fig
 
 
@@ -205,9 +260,9 @@ def roles_heatmap(roles, measures: Sequence[str] = MEASURES, title: str = "measu
     colour bar. Grey = not defined for that kind of head."""
     shares = [m for m in measures if m != "entropy"]
     n = len(measures)
-    width, height = 0.9 * n + 3.6, 0.26 * len(roles) + 1.6   # 9 in: ~900 px, not shrunk in JupyterLab
+    width, height = 0.9 * n + 3.6, 0.26 * len(roles) + 1.6  # 9 in: ~900 px, not shrunk in JupyterLab
     fig = Figure(figsize=(width, height))
-    x0, cell = 1.5 / width, 0.9 / width          # left margin for the head names; one column
+    x0, cell = 1.5 / width, 0.9 / width  # left margin for the head names; one column
     box_y, box_h = 0.5 / height, 1 - 1.2 / height
     left = fig.add_axes((x0, box_y, cell * len(shares), box_h))
     values = roles[shares].to_numpy(dtype=float)
@@ -219,18 +274,27 @@ def roles_heatmap(roles, measures: Sequence[str] = MEASURES, title: str = "measu
     bars = x0 + cell * n + 0.25 / width
     fig.colorbar(panel.image, cax=fig.add_axes((bars, box_y, 0.12 / width, box_h)), label="share (0–1)")
     if "entropy" in measures:
-        right = fig.add_axes((x0 + cell * len(shares) + 0.05 / width, box_y, cell - 0.05 / width, box_h),
-                             sharey=left)
+        right = fig.add_axes((x0 + cell * len(shares) + 0.05 / width, box_y, cell - 0.05 / width, box_h), sharey=left)
         ent = roles[["entropy"]].to_numpy(dtype=float)
         image = right.imshow(ent, cmap="Greens", aspect="auto", interpolation="nearest", vmin=0)
         for q, w in enumerate(ent[:, 0]):
-            right.text(0, q, f"{w:.2f}", ha="center", va="center", fontsize=SMALL,
-                       color="white" if w > 0.6 * np.nanmax(ent) else "black")
+            right.text(
+                0,
+                q,
+                f"{w:.2f}",
+                ha="center",
+                va="center",
+                fontsize=SMALL,
+                color="white" if w > 0.6 * np.nanmax(ent) else "black",
+            )
         right.set_xticks([0], ["entropy\n(bits)"])
         right.xaxis.set_ticks_position("top")
         right.tick_params(labelleft=False, length=0)
-        fig.colorbar(image, cax=fig.add_axes((bars + 1.0 / width, box_y, 0.12 / width, box_h)),
-                     label="entropy (bits; 0 = one key)")
+        fig.colorbar(
+            image,
+            cax=fig.add_axes((bars + 1.0 / width, box_y, 0.12 / width, box_h)),
+            label="entropy (bits; 0 = one key)",
+        )
     fig.suptitle(title, fontsize=11, y=1 - 0.1 / height, va="top")
     return fig
 
@@ -241,17 +305,20 @@ def decoder_query_labels(tgt_tokens: Sequence[str]) -> list[str]:
     return [f"{i}→{o}" for i, o in zip(tgt_tokens, written)]
 
 
-OUTLINES = {"aligned": "the aligned digit column (same place value)",
-            "carry": "the carry column (one place to the right)"}
+OUTLINES = {
+    "aligned": "the aligned digit column (same place value)",
+    "carry": "the carry column (one place to the right)",
+}
 
 
-def attention_view(cache: dict, index: int, kind: str, layer: int, reverse_output: bool = False,
-                   outline: Optional[str] = "aligned") -> dict:
+def attention_view(
+    cache: dict, index: int, kind: str, layer: int, reverse_output: bool = False, outline: str | None = "aligned"
+) -> dict:
     """What attention_figure draws for sample `index` of a run_with_cache cache: query and key
     labels, the layer's patterns (heads, q_pos, k_pos) without padding, the masked cells, the
     cells to outline (the keys of measure `outline`, "aligned" or "carry", from attnkit.roles;
     None for none) and a one-line note on how to read them."""
-    src_ids, tgt_ids = cache["src"][index:index + 1], cache["tgt"][index:index + 1]
+    src_ids, tgt_ids = cache["src"][index : index + 1], cache["tgt"][index : index + 1]
     tgt_list = tgt_ids[0].tolist()
     n_tgt = tgt_list.index(PAD) if PAD in tgt_list else len(tgt_list)  # real up to the first padding
     src_tok, tgt_tok = tokens(src_ids[0].tolist()), tokens(tgt_list[:n_tgt])
@@ -287,8 +354,17 @@ class AttentionPlot:
         self.annotate = annotate  # weights written in the cells of the one-head view
         self._figures: dict = {}
 
-    def figure(self, cache: dict, index: int, kind: str, layer: int, head: Optional[int] = None,
-               reverse_output: bool = False, subtitle: str = "", outline: Optional[str] = "aligned") -> Figure:
+    def figure(
+        self,
+        cache: dict,
+        index: int,
+        kind: str,
+        layer: int,
+        head: int | None = None,
+        reverse_output: bool = False,
+        subtitle: str = "",
+        outline: str | None = "aligned",
+    ) -> Figure:
         v = attention_view(cache, index, kind, layer, reverse_output, outline)
         pattern, name = v["pattern"], f"{KIND_NAMES[kind]}, layer {layer}"
         suffix = f"\n{subtitle}" if subtitle else ""
@@ -298,8 +374,16 @@ class AttentionPlot:
             title = f"{name}, all heads{suffix}"
             col_titles = [f"{kind}.{layer}.{h}" for h in range(pattern.shape[0])]
             if fig is None:
-                fig = heatmap_grid(pattern[None], v["q_tokens"], v["k_tokens"], title=title, col_titles=col_titles,
-                                   masked=v["masked"], outline=v["outline"], note=v["note"])
+                fig = heatmap_grid(
+                    pattern[None],
+                    v["q_tokens"],
+                    v["k_tokens"],
+                    title=title,
+                    col_titles=col_titles,
+                    masked=v["masked"],
+                    outline=v["outline"],
+                    note=v["note"],
+                )
             else:
                 fig.suptitle(title, fontsize=11)
                 fig.attnkit_note.set_text(v["note"])
@@ -309,8 +393,16 @@ class AttentionPlot:
         else:
             title = f"{kind}.{layer}.{head}: {name}, head {head}{suffix}"
             if fig is None:
-                fig = heatmap(pattern[head], v["q_tokens"], v["k_tokens"], title=title, masked=v["masked"],
-                              outline=v["outline"], annotate=self.annotate, note=v["note"])
+                fig = heatmap(
+                    pattern[head],
+                    v["q_tokens"],
+                    v["k_tokens"],
+                    title=title,
+                    masked=v["masked"],
+                    outline=v["outline"],
+                    annotate=self.annotate,
+                    note=v["note"],
+                )
             else:
                 panel = fig.attnkit_panels[0]
                 fig.attnkit_note.set_text(v["note"])
@@ -318,7 +410,6 @@ class AttentionPlot:
                 panel.set_title(title, 9)
         self._figures[key] = fig
         return fig
-
 
     def png(self, fig: PanelFigure, dpi: int = SCREEN_DPI) -> bytes:
         """fig (one of this plot's figures) as PNG bytes, redrawing only what changes.
@@ -335,8 +426,15 @@ class AttentionPlot:
         suptitle = getattr(fig, "_suptitle", None)  # matplotlib has no public getter of the artist
         dynamic = [fig.attnkit_note] + ([suptitle] if suptitle is not None else [])
         for panel in fig.attnkit_panels:
-            dynamic += [panel.image, panel.outline, *panel.texts, *panel.ax.spines.values(),
-                        panel.ax.xaxis, panel.ax.yaxis, panel.ax.title]
+            dynamic += [
+                panel.image,
+                panel.outline,
+                *panel.texts,
+                *panel.ax.spines.values(),
+                panel.ax.xaxis,
+                panel.ax.yaxis,
+                panel.ax.title,
+            ]
         if fig.attnkit_background is None:
             shown = [a for a in dynamic if a.get_visible()]
             for artist in shown:
@@ -352,12 +450,21 @@ class AttentionPlot:
         buf = io.BytesIO()
         width, height = canvas.get_width_height()
         PIL.Image.frombuffer("RGBA", (width, height), canvas.buffer_rgba(), "raw", "RGBA", 0, 1).save(
-            buf, format="png", compress_level=1)
+            buf, format="png", compress_level=1
+        )
         return buf.getvalue()
 
 
-def attention_figure(cache: dict, index: int, kind: str, layer: int, head: Optional[int] = None,
-                     reverse_output: bool = False, subtitle: str = "", outline: Optional[str] = "aligned") -> Figure:
+def attention_figure(
+    cache: dict,
+    index: int,
+    kind: str,
+    layer: int,
+    head: int | None = None,
+    reverse_output: bool = False,
+    subtitle: str = "",
+    outline: str | None = "aligned",
+) -> Figure:
     """Sample `index` of a run_with_cache cache: one head's heatmap, or (head=None) all heads of
     the layer as a grid. Decoder rows are labelled "read→written"; the aligned digit column (or,
     outline="carry", the carry column) is outlined in encoder self- and decoder cross-attention;

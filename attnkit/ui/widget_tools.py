@@ -5,14 +5,15 @@ toggles can start three updates at once). The explorers' updates share a model a
 they must never overlap: `Serial` runs them one at a time, and only the newest request's result
 is shown.
 """
+
 from __future__ import annotations
 
 import html
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 DISPLAY_DPI = 96  # explorer PNGs are shown at their own pixel size: 1 px of the PNG = 1 px on screen
-MIN_FONT_PT = 9   # the smallest text in an explorer figure: 9 pt at 96 dpi is 12 px on screen (figure_policy)
+MIN_FONT_PT = 9  # the smallest text in an explorer figure: 9 pt at 96 dpi is 12 px on screen (figure_policy)
 
 
 def error_html(e) -> str:
@@ -22,8 +23,9 @@ def error_html(e) -> str:
 def verdict(problem: str, answer: str, truth: int) -> str:
     ok = answer == str(truth)
     mark = '<b style="color:#1a7f37">✓</b>' if ok else '<b style="color:#cf222e">✗</b>'
-    return (f"<b>{html.escape(problem)}</b> → model: <b>{html.escape(answer) or '(nothing)'}</b> {mark} "
-            f"(true sum {truth})")
+    return (
+        f"<b>{html.escape(problem)}</b> → model: <b>{html.escape(answer) or '(nothing)'}</b> {mark} (true sum {truth})"
+    )
 
 
 class Serial:
@@ -36,7 +38,7 @@ class Serial:
     def __init__(self, work: Callable[[Callable[[], bool]], None]):
         self._work = work
         self._cond = threading.Condition()
-        self._wanted = 0      # requests so far (a generation counter)
+        self._wanted = 0  # requests so far (a generation counter)
         self._running = False
 
     def request(self) -> None:
@@ -49,7 +51,7 @@ class Serial:
             while True:
                 with self._cond:
                     generation = self._wanted
-                self._work(lambda: self._wanted != generation)
+                self._work(lambda generation=generation: self._wanted != generation)
                 with self._cond:  # done only if nothing came in meanwhile (checked and cleared at once)
                     if self._wanted == generation:
                         self._running = False
@@ -75,6 +77,7 @@ def show_image(image, png: bytes) -> None:
     """Put PNG bytes in an Image widget at their own pixel size (no stretching: sharp text), and
     make it visible again if an error hid it."""
     import struct
+
     width, height = struct.unpack(">II", png[16:24])  # the PNG header's IHDR size
     image.value = png
     image.width, image.height = str(width), str(height)
