@@ -6,7 +6,7 @@ student edition of the course and grade what comes back.
     python -m attnkit study ablation       # data/ablation_results.json
     python -m attnkit student DIR          # the notebooks with stubs for solutions (--with-solutions:
                                            # each solution kept, collapsed, for self-study)
-    python -m attnkit grade NOTEBOOK...    # run each in a fresh kernel: grades.csv and a summary
+    python -m attnkit grade NOTEBOOK...    # check each in a process of its own: grades.csv and a summary
 
 --out writes elsewhere (checked before any work starts). Ctrl-C stops a command within a second
 or two, says what was kept and exits with status 130; it never replaces a file with an
@@ -36,9 +36,16 @@ def main(argv=None) -> None:
     student.add_argument("--force", action="store_true", help="overwrite notebooks in DIR that differ")
     grade = sub.add_parser("grade", help="grade submitted notebooks: a CSV row per exercise and a summary")
     grade.add_argument("notebooks", nargs="+", help="the submitted .ipynb files")
-    grade.add_argument("--csv", default="grades.csv", help="the table to write (default grades.csv)")
+    grade.add_argument("--csv", default="grades.csv",
+                       help="the table to write (default grades.csv); kept after each notebook, resumed on a re-run")
     grade.add_argument("--cell-timeout", type=float, default=120,
-                       help="seconds a cell may run before the notebook is stopped (default 120)")
+                       help="seconds a cell or check may run before the notebook is stopped (default 120, "
+                            "at least 10)")
+    grade.add_argument("--jobs", type=int, default=1, help="notebooks graded at once (default 1; one per core)")
+    grade.add_argument("--regrade", action="store_true",
+                       help="grade again the notebooks already in the CSV (by default a re-run skips them)")
+    grade.add_argument("--no-preflight", action="store_true",
+                       help="skip the check that the course's own solutions pass here (run once per environment)")
     args = parser.parse_args(argv)
     if args.command == "student":
         return _student(parser, args)
@@ -95,26 +102,48 @@ def _student(parser, args) -> None:
 
 
 def _grade(parser, args) -> None:
+    import signal
     from tqdm.auto import tqdm
     from .core.outputs import check_output_file
-    from .course.grading import grade_notebook, summary, write_csv
-    if args.cell_timeout <= 0:
-        parser.error(f"--cell-timeout must be positive, got {args.cell_timeout:g}")
-    try:  # checked before any notebook runs
+    from .course.gradebook import GradingStopped, check_cell_timeout, grade_class, preflight, printable, summary
+    try:  # everything checked before any notebook runs
+        check_cell_timeout(args.cell_timeout)
+        if args.jobs < 1:
+            raise ValueError(f"--jobs must be at least 1, got {args.jobs}")
         out = check_output_file(args.csv, ".csv", "--csv")
-    except (ValueError, TypeError) as e:
+        if out.exists():
+            from .course.gradebook import read_csv
+            read_csv(out)  # a file this kit did not write is never touched
+    except (ValueError, TypeError, OSError) as e:
         parser.error(str(e))
-    rows = []
+
+    def stop(signum, frame):  # SIGTERM, SIGHUP: as Ctrl-C
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGHUP, stop)
+    bar = tqdm(total=len(dict.fromkeys(args.notebooks)), desc="grading", unit="notebook")
+    graded = []
     try:
-        for notebook in tqdm(args.notebooks, desc="grading", unit="notebook"):
-            rows += grade_notebook(notebook, args.cell_timeout)
+        if not args.no_preflight:
+            bar.set_postfix_str("pre-flight: the course's own solutions")
+            preflight(args.notebooks, args.cell_timeout, args.jobs)
+            bar.set_postfix_str("")
+        rows, graded = grade_class(args.notebooks, out, args.cell_timeout, args.jobs, args.regrade,
+                                   progress=lambda name: (graded.append(name), bar.update()))
     except KeyboardInterrupt:
-        print(f"\ninterrupted after {len({r.learner_file for r in rows})} of {len(args.notebooks)} notebooks: "
-              f"{out} was not written (it stayed as it was)", file=sys.stderr)
+        bar.close()
+        print(f"\ninterrupted: {len(graded)} notebook(s) graded in this run are kept in {out}; grading again "
+              "resumes with the others", file=sys.stderr)
         sys.exit(INTERRUPTED)
-    write_csv(rows, out)
-    print(summary(rows))
-    print(f"table: {out}")
+    except GradingStopped as e:
+        bar.close()
+        print(f"grading stopped: {e}", file=sys.stderr)
+        sys.exit(1)
+    bar.close()
+    skipped = len(dict.fromkeys(args.notebooks)) - len(graded)
+    text = summary(rows) + (f"\n({skipped} notebook(s) already in {out} were not graded again: --regrade "
+                            "grades them again)" if skipped else "") + f"\ntable: {out}"
+    print(printable(text, sys.stdout.encoding))
 
 
 def _train_adder(out) -> None:

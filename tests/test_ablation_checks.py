@@ -11,8 +11,8 @@ import torch.nn.functional as F
 
 from attnkit.adder.data import PAD
 from attnkit.core.hooks import gate_z
-from attnkit.ui import ablation_checks as C
-from attnkit.ui import check_models
+from attnkit.exercises import ablation as C
+from attnkit.exercises import models as check_models
 from conftest import assert_hint as fails_with, checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "04_head_ablation.ipynb"
@@ -64,7 +64,7 @@ def test_notebook_solutions_pass_and_stubs_wait(capsys):
         ok, line = run(check, stub, capsys)
         assert not ok and line.startswith("⏳"), line
     source = NOTEBOOK.read_text()
-    assert source.count("### BEGIN SOLUTION") == 4 and "from attnkit.ui import ablation_checks" in source
+    assert source.count("### BEGIN SOLUTION") == 4 and "from attnkit.exercises import ablation as ablation_checks" in source
 
 
 def test_notebook_exercise_cells(capsys):

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnkit.ui import checks
+from attnkit.exercises import attention as checks
 from attnkit.core.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
 from conftest import checker_line
 

@@ -155,7 +155,7 @@ def mini_notebook(middle=None, merge=MERGE):
     cell = nbformat.v4.new_code_cell
     check = lambda exercise, call: cell(call, metadata={"tags": ["check"], "attnkit": {"exercise": exercise}})  # noqa
     return nbformat.v4.new_notebook(cells=[
-        cell("import torch\nfrom attnkit.ui import checks"),
+        cell("import torch\nfrom attnkit.exercises import attention as checks"),
         cell("def my_causal_mask(n_pos):\n    return torch.ones(n_pos, n_pos, dtype=torch.bool).tril()"),
         check("mask", "checks.check_causal_mask(my_causal_mask);"),
         *([cell(middle)] if middle else []),

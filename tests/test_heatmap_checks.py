@@ -1,4 +1,4 @@
-"""Notebook 03's checkers (attnkit.ui.heatmap_checks): correct solutions written differently pass,
+"""Notebook 03's checkers (attnkit.exercises.heatmaps): correct solutions written differently pass,
 each planted mistake gets its own hint, and nothing a learner hands over makes one raise."""
 import math
 from pathlib import Path
@@ -10,7 +10,7 @@ import torch
 
 from attnkit.adder.data import PAD
 from attnkit.interp.roles import row_shares
-from attnkit.ui import heatmap_checks as H
+from attnkit.exercises import heatmaps as H
 from conftest import assert_hint, checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_attention_heatmaps.ipynb"

@@ -1,4 +1,4 @@
-"""Notebook 06's checkers (attnkit.ui.interp_checks): correct solutions written differently pass,
+"""Notebook 06's checkers (attnkit.exercises.patching): correct solutions written differently pass,
 each planted mistake gets its own hint, following a hint leads on to a pass (never back to the same
 hint), and the notebook's own solutions pass while its stubs are reported as not done."""
 import re
@@ -13,7 +13,7 @@ from attnkit.adder import Adder
 from attnkit.adder.data import carry_stats
 from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
 from attnkit.interp import patching as P
-from attnkit.ui import interp_checks as C
+from attnkit.exercises import patching as C
 from conftest import assert_hint, assert_hint_chain, assert_passes, checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "06_how_the_adder_carries.ipynb"
@@ -488,7 +488,7 @@ def notebook_exercises():
 def namespace():
     ns = {}
     exec("import numpy as np\nimport torch\nfrom attnkit.adder.data import carry_stats\n"
-         "from attnkit.interp import patching as P\nfrom attnkit.ui import interp_checks as checks", ns)
+         "from attnkit.interp import patching as P\nfrom attnkit.exercises import patching as checks", ns)
     return ns
 
 

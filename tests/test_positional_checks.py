@@ -1,4 +1,4 @@
-"""Notebook 05's checkers (attnkit.ui.positional_checks): correct solutions written differently pass,
+"""Notebook 05's checkers (attnkit.exercises.positional): correct solutions written differently pass,
 each planted mistake gets its own hint, and nothing a learner hands over makes a checker raise."""
 import re
 from pathlib import Path
@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from attnkit.core import positional as P
-from attnkit.ui import positional_checks as C
+from attnkit.exercises import positional as C
 from conftest import assert_hint, assert_hint_chain, assert_passes, checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "05_positional_encoding_extrapolation.ipynb"
@@ -486,7 +486,7 @@ def notebook_exercises():
 def namespace():
     ns = {}
     exec("import numpy as np\nimport torch\nfrom attnkit.core import positional as P\n"
-         "from attnkit.ui import positional_checks", ns)
+         "from attnkit.exercises import positional as positional_checks", ns)
     return ns
 
 

@@ -1,28 +1,36 @@
-"""Grade submitted notebooks: run each in a fresh kernel, one cell at a time under a time limit,
-and read every check cell's one line. A notebook that crashes, loops or imports something
-missing is graded as far as it got, with the reason; it never stops the others.
+"""Grade submitted notebooks, one row per exercise, in a process the submission cannot reach.
 
-When a submission is a copy of a course notebook, its check cells are first restored
-from the course's own (as nbgrader does with locked cells), so an edited checker cannot pass,
-and an exercise whose check cell was deleted still gets its row.
+For each submission the grader plans what to run: the submission's code cells in order, the
+course's own check cells in place of the submission's (an edited one changes nothing, a deleted
+one is checked at the end), without the cells no exercise needs (after the last check, and the
+course's slow demos left unchanged). A fresh checking process (attnkit.exercises.runner) runs the
+plan: it snapshots the checkers and what they rely on before the submission's first cell, calls
+each checker itself on the learner's object and reports a structured result over a pipe — never a
+printed line — with any tampering named. The grader keeps the time limits, kills every process
+the submission started, and checks that the kit's own files are unchanged after each notebook.
+A notebook that crashes, loops or cannot be read is graded as far as it got, with the reason.
 """
 from __future__ import annotations
 
-import csv
-import io
+import ast
+import json
 import os
+import secrets
+import select
+import signal
 import subprocess
+import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Optional
 
 import nbformat
 
-from .editions import check_cells, exercise_ids
-
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
-MARKS = ("✅", "❌", "⏳")
+STARTUP_LIMIT = 180.0   # s for the checking process to import torch and the kit, on a loaded machine
+SKIP = "skip"           # a course cell's metadata["attnkit"]["grading"]: no exercise needs it
 
 
 @dataclass
@@ -31,151 +39,262 @@ class Row:
     exercise: str
     passed: bool
     line: str                   # the checker's line, or why there is none
+    mistake: str = ""           # the mistake's id ("" when passed)
+
+
+def exercise_of(cell) -> Optional[str]:
+    """The exercise id of a check cell, or None (not a check cell, or malformed metadata)."""
+    metadata = cell.get("metadata") if isinstance(cell, dict) else None
+    if not isinstance(metadata, dict) or not isinstance(metadata.get("tags"), list) or "check" not in metadata["tags"]:
+        return None
+    exercise = metadata.get("attnkit", {}).get("exercise") if isinstance(metadata.get("attnkit"), dict) else None
+    return exercise if isinstance(exercise, str) and exercise else None
+
+
+def exercise_ids(nb) -> list[str]:
+    return list(dict.fromkeys(e for e in map(exercise_of, nb.get("cells", [])) if e))
+
+
+def course_notebooks(notebooks_dir: Path = NOTEBOOKS_DIR) -> list[Path]:
+    return sorted(Path(notebooks_dir).glob("[0-9][0-9]_*.ipynb"))
+
+
+def course_by_name(path: Path, notebooks_dir: Path = NOTEBOOKS_DIR) -> Optional[Path]:
+    for source in course_notebooks(notebooks_dir):
+        if path.name == source.name or path.name.endswith(("_" + source.name, "-" + source.name)):
+            return source
+    return None
 
 
 def course_notebook(path: Path, nb, notebooks_dir: Path = NOTEBOOKS_DIR) -> Optional[Path]:
     """The course notebook a submission is a copy of: same file name, or a name ending in it, or
     else (a renamed download, "01_attention (1).ipynb") the one that shares its exercises."""
-    sources = sorted(Path(notebooks_dir).glob("[0-9][0-9]_*.ipynb"))
-    for source in sources:
-        if path.name == source.name or path.name.endswith(("_" + source.name, "-" + source.name)):
-            return source
+    found = course_by_name(path, notebooks_dir)
+    if found:
+        return found
     submitted = set(exercise_ids(nb))
-    shared = [(len(submitted & set(exercise_ids(nbformat.read(s, as_version=4)))), s) for s in sources]
+    shared = [(len(submitted & set(exercise_ids(nbformat.read(s, as_version=4)))), s)
+              for s in course_notebooks(notebooks_dir)]
     best = max(shared, default=(0, None))
     return best[1] if best[0] else None
 
 
-def _restore_checks(nb, source) -> list[str]:
-    """Put the course's check cells back into `nb`; the exercises expected, in the course's order."""
-    ours = check_cells(source)
-    for exercise, cell in check_cells(nb).items():
-        if exercise in ours:
-            cell.source = ours[exercise].source
-    return list(ours)
+def _one_expression(source: str) -> bool:
+    """A check cell that only calls its checker (nothing later needs it run again)."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return False
+    return len(body) == 1 and isinstance(body[0], ast.Expr)
 
 
-def _kernel_manager():
-    """A kernel running this very Python (like nbval's --nbval-current-env), never some other
-    'python3' kernel found on the machine."""
-    import ipykernel.kernelspec
-    from jupyter_client.kernelspec import KernelSpecManager
-    from jupyter_client.manager import AsyncKernelManager
+def plan(nb, course) -> tuple[list[dict], list[str]]:
+    """(the items the checking process runs, in order; the exercises, in the course's order)."""
+    checks = {e: c for c in course.cells if (e := exercise_of(c))}
+    skippable = {c.source for c in course.cells if c.cell_type == "code" and
+                 isinstance(c.metadata.get("attnkit"), dict) and c.metadata["attnkit"].get("grading") == SKIP}
+    items, last = [], {}
+    for index, cell in enumerate(nb.cells):
+        if cell.get("cell_type") != "code" or not isinstance(cell.get("source"), str):
+            continue
+        exercise = exercise_of(cell)
+        if exercise in checks:   # the course's check cell, whatever the submission's says
+            last[exercise] = len(items)
+            source = checks[exercise].source
+            items.append({"index": index, "exercise": exercise, "source": source,
+                          "run_source": not _one_expression(source)})
+        elif exercise is None and cell.source not in skippable:
+            items.append({"index": index, "source": cell.source})
+    keep = {i for i in last.values()}   # each exercise checked once, at its last check cell
+    items = [it for i, it in enumerate(items) if not it.get("exercise") or i in keep]
+    end = max((i for i, it in enumerate(items) if it.get("exercise")), default=-1)
+    items = items[:end + 1]   # no exercise needs what comes after the last check
+    for exercise in checks:
+        if exercise not in last:  # its check cell was deleted: checked at the end
+            items.append({"index": len(nb.cells), "exercise": exercise, "source": "", "run_source": False,
+                          "deleted": True})
+    return items, list(checks)
 
-    class CurrentEnv(KernelSpecManager):
-        def get_kernel_spec(self, kernel_name):
-            return self.kernel_spec_class(resource_dir=ipykernel.kernelspec.RESOURCES,
-                                          **ipykernel.kernelspec.get_kernel_dict())
 
-    # async: nbclient can then stop waiting on a cell that loops (a blocking client waits forever)
-    return AsyncKernelManager(kernel_name="attnkit-current-env", kernel_spec_manager=CurrentEnv())
+# ---------------------------------------------------------------- the checking process
 
-
-def _error_of(cell) -> Optional[str]:
-    for output in cell.get("outputs", []):
-        if output.get("output_type") == "error":
-            return f"{output.get('ename')}: {(output.get('evalue') or '').splitlines()[0] if output.get('evalue') else ''}"
-    return None
-
-
-def checker_lines(outputs) -> list[str]:
-    """The checker lines (✅/❌/⏳) among a cell's outputs."""
-    text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream" and o.get("name") == "stdout")
-    return [line for line in text.splitlines() if line.startswith(MARKS)]
-
-
-def run_notebook(nb, folder: Path, cell_timeout: float) -> tuple[Optional[str], int]:
-    """Execute `nb` in place, cell by cell: (why it stopped early or None, index of the last cell run)."""
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellTimeoutError, DeadKernelError
-
-    client = NotebookClient(nb, km=_kernel_manager(), timeout=cell_timeout, allow_errors=True,
-                            interrupt_on_timeout=False, resources={"metadata": {"path": str(folder)}})
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    # The kernel process's own log (not the cells' output) would interleave with the progress bar.
-    with client.setup_kernel(env=env, stderr=subprocess.DEVNULL):
-        for index, cell in enumerate(nb.cells):
-            if cell.cell_type != "code":
-                continue
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
+        if entry.name.isdigit():
             try:
-                client.execute_cell(cell, index)
-            except CellTimeoutError:
-                return f"cell {index + 1} ran over the {cell_timeout:g} s limit and was stopped", index
-            except DeadKernelError:
-                return f"the kernel died in cell {index + 1} (a crash, or out of memory)", index
-    return None, len(nb.cells)
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
 
+
+def _tagged(token: str) -> list[int]:
+    """Processes whose environment carries this job's token (a double-forked daemon keeps it)."""
+    tag = f"ATTNKIT_GRADING_JOB={token}".encode()
+    found = []
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
+        if entry.name.isdigit():
+            try:
+                if tag in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def kill_job(proc: subprocess.Popen, token: str) -> None:
+    """The checking process and every process the submission started from it."""
+    for _ in range(3):  # a process may fork while it is being killed
+        pids = set(_descendants(proc.pid)) | set(_tagged(token)) | ({proc.pid} if proc.poll() is None else set())
+        pids.discard(os.getpid())
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        time.sleep(0.05)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+LIVE: set = set()   # (process, token) of every checking process running now (Ctrl-C kills them)
+
+
+def run_plan(items: list[dict], folder: Path, cell_timeout: float) -> dict:
+    """Run the plan in a fresh checking process: {"results", "errors", "stopped", "at"}."""
+    nonce = secrets.token_hex(16)
+    read_end, write_end = os.pipe()
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "MPLBACKEND": "Agg",
+           "ATTNKIT_GRADING_JOB": nonce, "PYTHONIOENCODING": "utf-8"}
+    stderr, ipython_dir = tempfile.TemporaryFile(), tempfile.TemporaryDirectory(prefix="attnkit-grading-")
+    env["IPYTHONDIR"] = ipython_dir.name  # no profile, history or startup file of the instructor's
+    proc = subprocess.Popen([sys.executable, "-I", "-m", "attnkit.exercises.runner", str(write_end)],
+                            pass_fds=(write_end,), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=stderr, cwd=folder, env=env, start_new_session=True)
+    os.close(write_end)
+    LIVE.add((proc, nonce))
+    out = {"results": {}, "errors": [], "stopped": None, "at": None, "done": False}
+    try:
+        proc.stdin.write((json.dumps({"nonce": nonce, "items": items, "folder": str(folder)}) + "\n").encode())
+        proc.stdin.close()
+        _read_reports(read_end, nonce, cell_timeout, out)
+    except BrokenPipeError:
+        out["stopped"] = "the checking process did not start"
+    finally:
+        os.close(read_end)
+        kill_job(proc, nonce)
+        LIVE.discard((proc, nonce))
+        if out["stopped"] and out["at"] is None:   # it never got going: say why
+            stderr.seek(0)
+            last = [line for line in stderr.read().decode("utf-8", "replace").splitlines() if line.strip()][-1:]
+            out["stopped"] += f" ({last[0].strip()[:200]})" if last else ""
+        stderr.close()
+        ipython_dir.cleanup()
+    return out
+
+
+def _read_reports(fd: int, nonce: str, cell_timeout: float, out: dict) -> None:
+    buffer, deadline, limit = b"", time.monotonic() + STARTUP_LIMIT, "starting the checking process"
+    while True:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            where = limit if out["at"] is None else f"cell {out['at'] + 1}"
+            out["stopped"] = f"{where} ran over the {cell_timeout:g} s limit and was stopped" if out["at"] is not None \
+                else f"the checking process took over {STARTUP_LIMIT:g} s to start"
+            return
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            if not out["done"]:
+                where = f"in cell {out['at'] + 1}" if out["at"] is not None else "before the first cell"
+                out["stopped"] = f"the checking process died {where} (a crash, an exit, or out of memory)"
+            return
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            try:
+                message = json.loads(line)
+                assert isinstance(message, dict) and message.get("nonce") == nonce
+            except (ValueError, AssertionError):
+                out["stopped"], out["at"] = "tampering: the checking process's report was forged by the submission", None
+                out["results"].clear()
+                return
+            event = message.get("event")
+            if event in ("cell", "check"):
+                out["at"], deadline = message["index"], time.monotonic() + cell_timeout
+            elif event == "error":
+                out["errors"].append((message["index"], message["error"]))
+            elif event == "result":
+                if message["exercise"] in out["results"]:
+                    out["stopped"], out["at"] = ("tampering: the checking process's report was forged by the "
+                                                 "submission", None)
+                    out["results"].clear()
+                    return
+                out["results"][message["exercise"]] = message
+            elif event == "done":
+                out["done"] = True
+
+
+# ---------------------------------------------------------------- grading one notebook
 
 def grade_notebook(path, cell_timeout: float = 120, notebooks_dir: Path = NOTEBOOKS_DIR) -> list[Row]:
-    """One row per exercise of the notebook at `path`."""
+    """One row per exercise of the notebook at `path` (one "(notebook)" row when not even its
+    notebook can be told)."""
     path = Path(path)
     name = str(path)
     try:
         nb = nbformat.read(path, as_version=4)
+        if not isinstance(nb.get("cells"), list):
+            raise ValueError("it has no list of cells")
     except Exception as e:
-        return [Row(name, "(notebook)", False, f"could not read the notebook: {type(e).__name__}: {e}")]
+        why = f"could not read the notebook: {type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}"
+        source = course_by_name(path, notebooks_dir)
+        expected = exercise_ids(nbformat.read(source, as_version=4)) if source else ["(notebook)"]
+        return [Row(name, e, False, why, "unreadable") for e in expected]
     source = course_notebook(path, nb, notebooks_dir)
-    expected = _restore_checks(nb, nbformat.read(source, as_version=4)) if source else exercise_ids(nb)
-    if not expected:
-        return [Row(name, "(notebook)", False, "no exercises found: no cell tagged 'check'")]
+    if source is None:
+        return [Row(name, "(notebook)", False, "not a course notebook: no check cell of any course exercise",
+                    "unknown-notebook")]
+    items, expected = plan(nb, nbformat.read(source, as_version=4))
     try:
-        stopped, last = run_notebook(nb, path.parent.resolve(), cell_timeout)
-    except Exception as e:  # the kernel could not even start
-        stopped, last = f"the notebook could not be run: {type(e).__name__}: {e}", -1
+        out = run_plan(items, path.parent.resolve(), cell_timeout)
+    except OSError as e:
+        out = {"results": {}, "errors": [], "stopped": f"the checking process could not start: {e}", "at": None}
+    return _rows(name, items, expected, out)
 
-    rows, first_error = {}, None
-    for index, cell in enumerate(nb.cells):
-        if cell.cell_type != "code":
+
+def _rows(name: str, items: list[dict], expected: list[str], out: dict) -> list[Row]:
+    rows = {}
+    for item in items:
+        exercise = item.get("exercise")
+        if not exercise or exercise in rows:
             continue
-        error = _error_of(cell)
-        tags = cell.get("metadata", {}).get("tags", [])
-        if "check" in tags:
-            exercise = cell.metadata["attnkit"]["exercise"]
-            line = (checker_lines(cell.get("outputs", [])) or [None])[-1]
-            if index > last:
-                rows[exercise] = Row(name, exercise, False, f"not reached: {stopped}")
-            elif index == last and stopped:
-                rows[exercise] = Row(name, exercise, False, stopped)
-            elif line is not None:
-                rows[exercise] = Row(name, exercise, line.startswith("✅"), line)
-            else:
-                why = f"the check cell raised {error}" if error else "the check cell printed no checker line"
-                if first_error:
-                    why += f" (the first error before it: {first_error})"
-                rows[exercise] = Row(name, exercise, False, why)
-        if error and first_error is None:
-            first_error = f"cell {index + 1}, {error}"
-    return [rows.get(e) or Row(name, e, False, "the check cell for this exercise is missing from the notebook")
-            for e in expected]
-
-
-def write_csv(rows: Iterable[Row], path) -> None:
-    """All rows as CSV, written atomically (a grades file is never half written)."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(["learner_file", "exercise", "passed", "line"])
-    for row in rows:
-        writer.writerow([row.learner_file, row.exercise, "yes" if row.passed else "no", row.line])
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(buffer.getvalue())
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
-def summary(rows: list[Row]) -> str:
-    """A readable summary: per file, the score and each exercise that did not pass, with its line."""
-    out, files = [], {}
-    for row in rows:
-        files.setdefault(row.learner_file, []).append(row)
-    for name, file_rows in files.items():
-        passed = sum(r.passed for r in file_rows)
-        out.append(f"{name}: {passed}/{len(file_rows)} exercises passed")
-        out += [f"    {'✓' if r.passed else '✗'} {r.exercise}: {r.line}" for r in file_rows if not r.passed]
-    total = sum(r.passed for r in rows)
-    out.append(f"total: {total}/{len(rows)} exercises passed in {len(files)} notebook(s)")
-    return "\n".join(out)
+        result = out["results"].get(exercise)
+        if result is None:
+            why = out["stopped"] or "no result came back"
+            at = out["at"]
+            rows[exercise] = Row(name, exercise, False, why if at == item["index"] or at is None
+                                 else f"not reached: {why}", "not-reached")
+            continue
+        line, mistake = result["line"], result["mistake"]
+        if not result["passed"] and mistake in ("not-defined", "unusable-answer", "error"):
+            before = [f"cell {i + 1}, {e}" for i, e in out["errors"] if i < item["index"]]
+            line += f" (the first error before it: {before[0]})" if before else ""
+        if item.get("deleted"):
+            line += " (its check cell was deleted from the notebook: checked at the end)"
+        rows[exercise] = Row(name, exercise, bool(result["passed"]), line, mistake)
+    return [rows.get(e) or Row(name, e, False, "not checked", "not-reached") for e in expected]

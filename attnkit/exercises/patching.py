@@ -150,7 +150,7 @@ def _effect_on_floats(fn: Callable) -> None:
                "the corrupted one")
 
 
-@checker("normalised_effect")
+@checker("normalised_effect", "06-normalised-effect", "my_normalised_effect")
 def check_normalised_effect(fn: Callable) -> str:
     """`fn(patched, clean, corrupted)` -> (patched - corrupted) / (clean - corrupted), elementwise."""
     _effect_on_floats(fn)
@@ -249,7 +249,8 @@ def _which_cells(out: Tensor, z: Tensor, clean: Tensor, head: int, pos: int) -> 
                f"should change, z[:, {head}, {pos}]")
 
 
-@checker("patch_hook")
+@checker("patch_hook", "06-patch-hook", "my_patch_hook",
+         references=("attnkit.interp.patching:head_patch_hook",))
 def check_patch_hook(make_hook: Callable) -> str:
     """`make_hook(clean_z, head, pos)` -> hook(z, hook_point) returning z with [:, head, pos] from clean_z."""
     for batch, n_heads, n_pos, d_head, head, pos in _HOOK_CASES:
@@ -407,7 +408,8 @@ def _pair_hint(a: int, b: int, got, want: Optional[tuple[str, str]]) -> str:
             "the largest digit that does not carry, and keep the rest")
 
 
-@checker("carry_pair")
+@checker("carry_pair", "06-carry-pair", "my_carry_pair",
+         references=("attnkit.interp.patching:carry_pair",))
 def check_carry_pair(fn: Callable) -> str:
     """`fn(a, b)` -> ("a+b", "a+b2") where b2 lowers b's units digit so the units column stops
     carrying and no other carry changes; None when that is impossible."""
