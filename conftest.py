@@ -10,7 +10,7 @@ import pytest
 
 OUTPUT_GAP_S = 60
 
-from attnkit.course.grading import checker_lines
+from attnkit.exercises.checking import checker_lines
 
 
 def _expected_mark(item):

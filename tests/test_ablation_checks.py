@@ -161,8 +161,10 @@ def _set(z, index, value):
 
 
 def test_ablation_hook_correct_variants(capsys):
-    for good in (hook_clone, hook_in_place, hook_gate, HookClass, hook_partial):
+    for good in (hook_clone, hook_in_place, HookClass, hook_partial):
         assert run(C.check_ablation_hook, good, capsys)[0], good
+    passed, line = run(C.check_ablation_hook, hook_gate, capsys)   # the kit's own gate_z does the work
+    assert not passed and "calls the kit's own attnkit.core.hooks.gate_z" in line, line
 
 
 def test_ablation_hook_mistakes(capsys):

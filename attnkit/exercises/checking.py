@@ -272,3 +272,13 @@ def max_diff(a: Tensor, b: Tensor) -> str:
 
 def randn(*shape: int, seed: int) -> Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+MARKS = ("✅", "❌", "⏳")
+
+
+def checker_lines(outputs) -> list[str]:
+    """The checker lines (✅/❌/⏳) among a notebook cell's outputs (what a learner sees; the
+    grader reads Results instead)."""
+    text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream" and o.get("name") == "stdout")
+    return [line for line in text.splitlines() if line.startswith(MARKS)]

@@ -23,7 +23,8 @@ from typing import Optional
 WATCHED = ("attnkit", "torch", "numpy", "math", "functools", "contextlib", "io", "inspect", "warnings",
            "itertools", "operator", "re", "copy", "collections", "dataclasses", "json", "os", "sys", "builtins")
 # Classes whose methods (by identity) a checker relies on beyond the kit's own.
-_CLASSES = ("torch.Tensor", "torch.nn.Module", "torch.nn.Linear", "torch.nn.Parameter", "torch.Generator")
+_CLASSES = ("torch.Tensor", "torch._C.TensorBase", "torch.nn.Module", "torch.nn.Linear", "torch.nn.Parameter",
+            "torch.Generator")
 _TORCH_DIR = os.path.dirname(sys.modules["torch"].__file__) if "torch" in sys.modules else "/nonexistent"
 _ROUTINE = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.ModuleType, type,
             types.MethodDescriptorType, types.WrapperDescriptorType, types.ClassMethodDescriptorType,
@@ -52,6 +53,16 @@ def _closure(fn) -> tuple:
                  for c in (fn.__closure__ or ()) if _filled(c))
 
 
+def _reachable(path: str, value, depth: int = 3):
+    """(path, function) for a function of the kit's, the functions in its closure and attributes."""
+    if not isinstance(value, types.FunctionType) or not value.__module__.startswith("attnkit") or depth == 0:
+        return
+    yield path, value
+    inner = [c.cell_contents for c in (value.__closure__ or ()) if _filled(c)] + list(vars(value).values())
+    for i, item in enumerate(inner):
+        yield from _reachable(f"{path}.{getattr(item, '__name__', i)}", item, depth - 1)
+
+
 def _filled(cell) -> bool:
     try:
         cell.cell_contents
@@ -78,13 +89,16 @@ class Snapshot:
             module, _, attr = path.rpartition(".")
             cls = getattr(sys.modules[module], attr)
             self.classes[path] = (cls, _routines(dict(vars(cls))))
-        # The checkers' own wrappers: what their closures hold and any attribute set on them.
-        self.wrappers = {}
+        self.class_keys = {path: set(vars(cls)) for path, (cls, _) in self.classes.items()}
+        # The checkers' own functions and everything they hold: the wrapper's closure (the check,
+        # evaluate), attributes set on it, and each one's code.
+        self.functions = {}
         for name, module in self.modules.items():
             if name.startswith("attnkit.exercises"):
                 for key, value in vars(module).items():
-                    if isinstance(value, types.FunctionType):
-                        self.wrappers[f"{name}.{key}"] = (value, _closure(value), dict(vars(value)))
+                    for path, fn in _reachable(f"{name}.{key}", value):
+                        self.functions[path] = (fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__,
+                                                _closure(fn), dict(vars(fn)))
         self.builtins = dict(vars(builtins))
         self.streams = (sys.stdout, sys.stderr, sys.stdin)
         self.trace = (sys.gettrace(), sys.getprofile())
@@ -113,10 +127,14 @@ class Snapshot:
                 found += _compare(name, self.namespaces[name], vars(module))
         for path, (cls, members) in self.classes.items():
             found += _compare(path, members, vars(cls))
-        for path, (fn, closure, attrs) in self.wrappers.items():
-            if _closure(fn) != closure or dict(vars(fn)).keys() != attrs.keys() or \
-                    any(vars(fn)[k] is not v for k, v in attrs.items()):
-                found.append(f"checker {path} replaced")
+            # a new attribute of a class shadows its bases' (torch.Tensor.__ne__ over TensorBase's)
+            found += [f"{path}.{key} replaced" for key in vars(cls).keys() - self.class_keys[path]]
+        for path, (fn, code, defaults, kwdefaults, closure, attrs) in self.functions.items():
+            if fn.__code__ is not code:
+                found.append(f"the code of checker {path} replaced (__code__)")
+            elif fn.__defaults__ is not defaults or fn.__kwdefaults__ is not kwdefaults or _closure(fn) != closure \
+                    or vars(fn).keys() != attrs.keys() or any(vars(fn)[k] is not v for k, v in attrs.items()):
+                found.append(f"checker {path} changed")
         names = ("sys.stdout", "sys.stderr", "sys.stdin")
         found += [f"{n} replaced" for n, before, now in zip(names, self.streams, (sys.stdout, sys.stderr, sys.stdin))
                   if before is not now]

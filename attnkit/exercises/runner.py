@@ -34,6 +34,7 @@ def main() -> None:
     from .integrity import Snapshot, describe
 
     exercises = registry()
+    evaluate = {e.id: e.evaluate for e in exercises.values()}  # held here before the submission runs
     config = Config()
     config.HistoryManager.enabled = False  # no history database: nothing written, nothing shared
     shell = InteractiveShell.instance(config=config, colors="NoColor")
@@ -47,7 +48,8 @@ def main() -> None:
         if item.get("exercise"):
             exercise = exercises[item["exercise"]]
             send(event="check", index=item["index"], exercise=exercise.id)
-            result = _check(exercise, shell.user_ns, snapshot, Result, one_line, describe, first_line)
+            result = _check(exercise, evaluate[exercise.id], shell.user_ns, snapshot, Result, one_line, describe,
+                            first_line)
             send(event="result", exercise=result.exercise, passed=result.passed, line=result.line,
                  mistake=result.mistake)
             if not item.get("run_source"):
@@ -62,7 +64,7 @@ def main() -> None:
     os._exit(0)  # the submission's atexit handlers and threads do not get a say
 
 
-def _check(exercise, namespace, snapshot, Result, one_line, describe, first_line):
+def _check(exercise, evaluate, namespace, snapshot, Result, one_line, describe, first_line):
     """The exercise's Result on the learner's object, or the tampering found around it."""
     tampered = describe(snapshot.changes())
     if tampered:
@@ -71,7 +73,7 @@ def _check(exercise, namespace, snapshot, Result, one_line, describe, first_line
         return Result(exercise.id, False, f"❌ {exercise.title}: {exercise.answer} is not defined where its "
                                           "check runs — run the cell that defines it", "not-defined")
     try:
-        result = exercise.evaluate(namespace[exercise.answer])
+        result = evaluate(namespace[exercise.answer])
     except BaseException as e:  # SystemExit, KeyboardInterrupt from the learner's code
         result = Result(exercise.id, False, one_line(f"❌ {exercise.title}: your code raised {first_line(e)}"),
                         "error")
