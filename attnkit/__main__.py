@@ -34,6 +34,8 @@ def main(argv=None) -> None:
     student.add_argument("--with-solutions", action="store_true",
                          help="keep each solution as a collapsed block under its stub (self-study)")
     student.add_argument("--force", action="store_true", help="overwrite notebooks in DIR that differ")
+    student.add_argument("--no-hints", action="store_true",
+                         help="no hint blocks, and checkers that say only whether an answer passed")
     grade = sub.add_parser("grade", help="grade submitted notebooks: a CSV row per exercise and a summary")
     grade.add_argument("notebooks", nargs="+", help="the submitted .ipynb files")
     grade.add_argument("--csv", default="grades.csv",
@@ -94,10 +96,12 @@ def _student(parser, args) -> None:
     from .course.editions import write_student_edition
     from .course.grading import NOTEBOOKS_DIR
     try:
-        written = write_student_edition(NOTEBOOKS_DIR, args.dir, args.with_solutions, args.force)
+        written = write_student_edition(NOTEBOOKS_DIR, args.dir, args.with_solutions, args.force,
+                                        hints=not args.no_hints)
     except (ValueError, OSError) as e:
         parser.error(str(e))
     kind = "self-study edition (solutions collapsed)" if args.with_solutions else "student edition"
+    kind += " without hints" if args.no_hints else ""
     print(f"wrote the {kind} of {len(written)} notebooks to {args.dir}")
 
 

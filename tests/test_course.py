@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+import torch
 import pytest
 
 from attnkit.course import editions
@@ -228,3 +229,23 @@ def test_summary_lists_every_exercise_that_did_not_pass():
         "a.ipynb: 1/2 exercises passed", "    ✗ y: ❌ y: wrong axis", "b.ipynb: 0/1 exercises passed",
         "    ✗ x: not reached: cell 3 ran over the 2 s limit and was stopped",
         "total: 1/3 exercises passed in 2 notebook(s)"]
+
+
+@pytest.mark.parametrize("path", COURSE, ids=lambda p: p.name[:2])
+def test_the_edition_without_hints_has_none(path):
+    nb = student_notebook(read(path), hints=False)
+    assert nb.metadata["attnkit"]["hints"] is False
+    assert not any("<summary>Hint" in c.source for c in nb.cells if c.cell_type == "markdown")
+    checks = [c.source for c in nb.cells if "check" in c.get("metadata", {}).get("tags", [])]
+    assert checks and all(s.count("hints=False)") == 1 for s in checks), checks
+    assert any("<summary>Hint" in c.source for c in student_notebook(read(path)).cells)   # the default keeps them
+
+
+def test_a_checker_without_hints_says_only_whether_it_passed(capsys):
+    from attnkit.exercises import attention as checks
+    wrong = lambda n: torch.ones(n, n, dtype=torch.bool).triu()  # noqa: E731
+    assert checks.check_causal_mask(wrong, hints=False) is False
+    assert capsys.readouterr().out.strip() == "❌ causal_mask: not right yet (this edition gives no hints)"
+    assert checks.check_causal_mask(wrong) is False and "upper triangle" in capsys.readouterr().out
+    assert checks.check_causal_mask(lambda n: torch.ones(n, n, dtype=torch.bool).tril(), hints=False) is True
+    assert capsys.readouterr().out.startswith("✅")

@@ -65,10 +65,14 @@ def without_markers(source: str) -> str:
     return "\n".join(line for line in source.splitlines() if line.strip() not in (BEGIN, END))
 
 
-def student_notebook(nb, with_solutions: bool = False):
-    """A copy of `nb` as the student edition (stubs for solutions, no outputs)."""
+def student_notebook(nb, with_solutions: bool = False, hints: bool = True):
+    """A copy of `nb` as the student edition (stubs for solutions, no outputs; no hints at all
+    unless `hints`)."""
     nb = copy.deepcopy(nb)
     nb.metadata["attnkit"] = {"edition": "self-study" if with_solutions else "student"}
+    if not hints:
+        from .hints import without_hints
+        without_hints(nb)
     cells = []
     for index, cell in enumerate(nb.cells):
         where = f"cell {index + 1}"
@@ -91,7 +95,8 @@ def student_notebook(nb, with_solutions: bool = False):
     return nb
 
 
-def write_student_edition(source_dir, out_dir, with_solutions: bool = False, force: bool = False) -> list[Path]:
+def write_student_edition(source_dir, out_dir, with_solutions: bool = False, force: bool = False,
+                          hints: bool = True) -> list[Path]:
     """Write the student edition of every notebook in `source_dir` to `out_dir`.
 
     A file already in out_dir is replaced only when `force` is set or it is exactly what would be
@@ -112,7 +117,7 @@ def write_student_edition(source_dir, out_dir, with_solutions: bool = False, for
             nb = nbformat.read(path, as_version=4)
         except Exception as e:
             raise ValueError(f"{path} is not a readable notebook: {e}") from None
-        text = nbformat.writes(student_notebook(nb, with_solutions)) + "\n"
+        text = nbformat.writes(student_notebook(nb, with_solutions, hints)) + "\n"
         target = out_dir / path.name
         if target.exists() and not force and target.read_text(encoding="utf-8") != text:
             raise ValueError(f"{target} exists and differs from the edition (a learner's work?): "

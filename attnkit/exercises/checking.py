@@ -12,6 +12,7 @@ import importlib
 import inspect
 import io
 import math
+import os
 import re
 import sys
 import sysconfig
@@ -95,9 +96,15 @@ def checker(title: str, exercise: str = "", answer: str = "", references: Sequen
             return Result(exercise, True, one_line(f"✅ {title}: passed — {message}"))
 
         @functools.wraps(check)
-        def run(*args, **kwargs) -> bool:
+        def run(*args, hints: bool = True, **kwargs) -> bool:
             result = evaluate(*args, **kwargs)
-            print(result.line)
+            line = result.line
+            if not hints and not result.passed and result.mistake not in ("not-done", "kit-reference", "tampering"):
+                line = f"❌ {title}: not right yet (this edition gives no hints)"
+            print(line)
+            # nbgrader's autograder (and its Validate button) fails a test cell only when it raises
+            if not result.passed and os.environ.get("NBGRADER_EXECUTION") in ("autograde", "validate"):
+                raise AssertionError(result.line)
             return result.passed
         run.evaluate = evaluate
         run.exercise = Exercise(exercise, title, answer, tuple(references), run, evaluate)

@@ -14,8 +14,17 @@ import torch
 from torch import Tensor
 
 from ..core.hooks import HookPoint
-from ..interp.patching import carry_pair
+from ..interp.patching import carry_pair, head_patch_hook
 from .checking import Hint, call, checker
+
+def yours_if_it_passed(answer, check, hints: bool = True):
+    """Check `answer`; the rest of the notebook then uses it if it passed, else the kit's own
+    (kept here, out of the notebook, so that the check cell does not show the answer)."""
+    if check(answer, hints=hints):
+        return answer
+    return {"06-normalised-effect": _effect, "06-patch-hook": head_patch_hook,
+            "06-carry-pair": lambda a, b: carry_pair(a, b, column=0)}[check.exercise.id]
+
 
 # ---------------------------------------------------------------- the normalised effect
 

@@ -1,0 +1,77 @@
+"""How long a class takes to grade: copies of the course's solution and student notebooks (half the
+students hand in the solutions, half the untouched student edition), all six notebooks each,
+graded one at a time (the baseline) and with --jobs 2, in the same run; the time for 100 students
+extrapolated from each. Goal: 100 students x notebooks 01-06 in at most 60 minutes on 2 cores.
+
+    .venv/bin/python benchmarks/bench_grading.py [--students 10] [--jobs 2]
+
+Prints seconds, the speed-up of --jobs over the baseline, and the 100-student extrapolation.
+On a shared machine the absolute numbers move with the load; the ratio, measured in the same run,
+less so.
+"""
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+from attnkit.course.editions import student_notebook  # noqa: E402
+from attnkit.course.gradebook import grade_class  # noqa: E402
+from attnkit.course.grading import NOTEBOOKS_DIR, course_notebooks  # noqa: E402
+
+
+def make_class(folder: Path, students: int) -> list[str]:
+    paths = []
+    for source in course_notebooks(NOTEBOOKS_DIR):
+        nb = nbformat.read(source, as_version=4)
+        editions = {"solution": nb, "student": student_notebook(nb)}
+        for s in range(students):
+            kind = "solution" if s % 2 == 0 else "student"
+            path = folder / f"student{s:03d}_{source.name}"
+            nbformat.write(editions[kind], path)
+            paths.append(str(path))
+    return sorted(paths)
+
+
+def timed(paths: list[str], out: Path, jobs: int) -> tuple[float, list]:
+    start = time.perf_counter()
+    rows, _ = grade_class(paths, out, jobs=jobs)
+    return time.perf_counter() - start, rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--students", type=int, default=10)
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="attnkit-bench-grading-"))
+    try:
+        paths = make_class(folder, args.students)
+        n = len(paths)
+        print(f"{args.students} students x 6 notebooks = {n} notebooks; {os.cpu_count()} CPUs visible")
+        base, rows = timed(paths, folder / "sequential.csv", 1)
+        fast, rows_fast = timed(paths, folder / "parallel.csv", args.jobs)
+        passed = sum(r.passed for r in rows)
+        assert [(r.learner_file, r.exercise, r.passed) for r in rows] == \
+            [(r.learner_file, r.exercise, r.passed) for r in rows_fast], "the two runs graded differently"
+        expected = sum(1 for r in rows if "student" in r.learner_file and int(r.learner_file.split("student")[1][:3]) % 2 == 0)
+        print(f"{passed} of {len(rows)} exercises passed ({expected} expected: the solution copies)")
+        for name, seconds in [("sequential (--jobs 1)", base), (f"--jobs {args.jobs}", fast)]:
+            per = seconds / n
+            print(f"{name:22s} {seconds:7.1f} s, {per:5.2f} s per notebook -> 100 students x 6 notebooks: "
+                  f"{per * 600 / 60:6.1f} min")
+        print(f"speed-up of --jobs {args.jobs} over the baseline: {base / fast:.2f}x")
+        goal = fast / n * 600 / 60
+        print(f"goal (<= 60 min for 100 students on 2 cores): {'met' if goal <= 60 else 'NOT met'} ({goal:.1f} min)")
+        sys.exit(0 if passed == expected else 1)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
