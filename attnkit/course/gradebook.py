@@ -126,8 +126,12 @@ def grade_class(notebooks: list, out: Path, cell_timeout: float = 120, jobs: int
         pending = {pool.submit(one, name): name for name in todo}
         while pending:
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in finished:
+            failure = None
+            for future in sorted(finished, key=lambda f: order[pending[f]]):
                 name = pending.pop(future)
+                if future.exception() is not None:  # kept for after the others finished with it
+                    failure = failure or future.exception()
+                    continue
                 rows = future.result()
                 with lock:
                     by_file[name] = rows
@@ -135,6 +139,8 @@ def grade_class(notebooks: list, out: Path, cell_timeout: float = 120, jobs: int
                     write_csv([r for f in sorted(by_file, key=lambda f: order.get(f, -1)) for r in by_file[f]], out)
                 if progress:
                     progress(name)
+            if failure is not None:
+                raise failure
     except BaseException:
         for future in list(pending):
             future.cancel()
