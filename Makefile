@@ -103,6 +103,19 @@ data: setup
 	$(PY) -m attnkit train sortedness
 	$(PY) -m attnkit study ablation
 
+# nbgrader out of the box: nbgrader 0.9.5 in an environment of its own (build/nbgrader-venv, never the
+# learner's install), generate_assignment + autograde on planted submissions (honest, wrong, blank,
+# cheating), compared exercise by exercise with `attnkit grade`. Minutes: not part of `make test`.
+.PHONY: nbgrader-check
+NBGRADER_VENV := build/nbgrader-venv
+$(NBGRADER_VENV)/.installed:
+	$(PYTHON) -m venv $(NBGRADER_VENV)
+	$(NBGRADER_VENV)/bin/pip install --quiet $(PIP_ARGS) nbgrader==0.9.5
+	touch $@
+
+nbgrader-check: setup $(NBGRADER_VENV)/.installed
+	OMP_NUM_THREADS=1 $(PY) tests/nbgrader_check.py $(NBGRADER_VENV) 01 06
+
 bench: setup
 	@for script in benchmarks/bench_*.py benchmarks/check_gpu.py; do echo "== $$script"; $(PY) $$script || exit 1; done
 

@@ -22,7 +22,7 @@ import pytest
 
 OUTPUT_GAP_S = 60
 
-from attnkit.course.grading import checker_lines
+from attnkit.exercises.checking import checker_lines
 
 
 def pytest_report_header(config):

@@ -10,7 +10,7 @@ student edition of the course and grade what comes back.
     python -m attnkit student DIR          # the notebooks with stubs for solutions (--no-hints: without
                                            # the collapsible hints; --with-solutions:
                                            # each solution kept, collapsed, for self-study)
-    python -m attnkit grade NOTEBOOK...    # run each in a fresh kernel: grades.csv and a summary
+    python -m attnkit grade NOTEBOOK...    # check each in a process of its own: grades.csv and a summary
 
 --out writes elsewhere (checked before any work starts). Ctrl-C, SIGTERM and SIGHUP stop a
 command within a second or two, say what was kept and exit with status 128 + the signal's number
@@ -18,7 +18,6 @@ command within a second or two, say what was kept and exit with status 128 + the
 to adder.interrupted.pt beside --out).
 """
 import argparse
-import io
 import signal
 import sys
 
@@ -69,6 +68,8 @@ def main(argv=None) -> None:
     course.add_argument("--edition", choices=["complete", "student", "self-study"], default="complete",
                         help="complete: every solution in place (default); student: stubs for the "
                              "solutions; self-study: each solution collapsed under its stub")
+    course.add_argument("--no-hints", action="store_true",
+                        help="student/self-study: no hint blocks, and checkers that say only whether an answer passed")
     keep = course.add_mutually_exclusive_group()
     keep.add_argument("--keep-changed", action="store_true",
                       help="keep each notebook in DIR that differs (the learner's work) and write the rest")
@@ -77,20 +78,21 @@ def main(argv=None) -> None:
     student.add_argument("dir", help="the folder to write (created if missing)")
     student.add_argument("--with-solutions", action="store_true",
                          help="keep each solution as a collapsed block under its stub (self-study)")
-    student.add_argument("--no-hints", action="store_true",
-                         help="leave out the collapsible hint under each exercise (checkers still name mistakes)")
     student.add_argument("--force", action="store_true", help="overwrite notebooks in DIR that differ")
+    student.add_argument("--no-hints", action="store_true",
+                         help="no hint blocks, and checkers that say only whether an answer passed")
     grade = sub.add_parser("grade", help="grade submitted notebooks: a CSV row per exercise and a summary")
     grade.add_argument("notebooks", nargs="+", help="the submitted .ipynb files")
-    grade.add_argument("--csv", default="grades.csv", help="the table to write (default grades.csv)")
+    grade.add_argument("--csv", default="grades.csv",
+                       help="the table to write (default grades.csv); kept after each notebook, resumed on a re-run")
     grade.add_argument("--cell-timeout", type=float, default=120,
-                       help="seconds a cell may run before the notebook is stopped (default 120, at least 1)")
+                       help="seconds a cell or check may run before the notebook is stopped (default 120, "
+                            "at least 10)")
     grade.add_argument("--jobs", type=int, default=1, help="notebooks graded at once (default 1; one per core)")
     grade.add_argument("--regrade", action="store_true",
-                       help="grade again the notebooks already in --csv (by default a re-run skips them)")
+                       help="grade again the notebooks already in the CSV (by default a re-run skips them)")
     grade.add_argument("--no-preflight", action="store_true",
-                       help="skip the check that the checking process imports this kit and that the course's "
-                            "own solutions pass (done before grading anyone)")
+                       help="skip the check that the course's own solutions pass here (run once per environment)")
     args = parser.parse_args(argv)
     if args.command != "grade":  # the grader handles its own signals (course/grading.py)
         handle_stop_signals()
@@ -154,12 +156,17 @@ def _course(parser, args) -> None:
     from .course.editions import write_edition
     from .resources import notebooks_dir
     try:
-        written, kept = write_edition(notebooks_dir(), args.dir, args.edition, args.force, args.keep_changed)
+        if args.no_hints and args.edition == "complete":
+            raise ValueError("--no-hints is for the student and self-study editions (the complete one has "
+                             "its solutions in place)")
+        written, kept = write_edition(notebooks_dir(), args.dir, args.edition, args.force, args.keep_changed,
+                                      hints=not args.no_hints)
     except (ValueError, OSError) as e:
         parser.error(str(e))
     except KeyboardInterrupt as e:
         _edition_interrupted(e, args.dir)
-    print(f"wrote the {args.edition} edition of {len(written)} notebooks to {args.dir}")
+    print(f"wrote the {args.edition} edition{' without hints' if args.no_hints else ''} of {len(written)} "
+          f"notebooks to {args.dir}")
     if kept:
         print(f"kept {len(kept)} that you changed: {', '.join(p.name for p in kept)}")
 
@@ -180,56 +187,48 @@ def _student(parser, args) -> None:
 
 
 def _grade(parser, args) -> None:
-    import math
-    from concurrent.futures import ThreadPoolExecutor, as_completed
-    from pathlib import Path
+    import signal
     from tqdm.auto import tqdm
     from .core.outputs import check_output_file
-    from .course.grading import PreflightError, grade_notebook, preflight, read_csv, stop_all, summary, write_csv
-    if not math.isfinite(args.cell_timeout) or args.cell_timeout < 1:
-        parser.error(f"--cell-timeout must be a finite number of seconds, at least 1, got {args.cell_timeout:g}")
-    if args.jobs < 1:
-        parser.error(f"--jobs must be at least 1, got {args.jobs}")
-    try:  # checked before any notebook runs
+    from .course.gradebook import GradingStopped, check_cell_timeout, grade_class, preflight, printable, summary
+    try:  # everything checked before any notebook runs
+        check_cell_timeout(args.cell_timeout)
+        if args.jobs < 1:
+            raise ValueError(f"--jobs must be at least 1, got {args.jobs}")
         out = check_output_file(args.csv, ".csv", "--csv")
-        kept = read_csv(out) if Path(out).exists() else []
+        if out.exists():
+            from .course.gradebook import read_csv
+            read_csv(out)  # a file this kit did not write is never touched
     except (ValueError, TypeError, OSError) as e:
         parser.error(str(e))
-    # A re-run resumes: files already in the table keep their rows unless --regrade.
-    todo = [n for n in dict.fromkeys(args.notebooks) if args.regrade or str(n) not in {r.learner_file for r in kept}]
-    rows = [r for r in kept if r.learner_file not in set(map(str, todo))]
-    if len(todo) < len(args.notebooks):
-        print(f"{len(args.notebooks) - len(todo)} notebook(s) already in {out} kept (--regrade grades them again)")
-    if todo and not args.no_preflight:
-        try:
-            print("pre-flight: the checking process's attnkit and the course's own solutions ...", flush=True)
-            preflight(todo, args.cell_timeout, jobs=args.jobs)
-        except PreflightError as e:
-            say(f"pre-flight failed, nobody was graded: {e}")
-            sys.exit(2)
-        except KeyboardInterrupt:
-            stop_all()
-            say("\ninterrupted during the pre-flight: nobody was graded, nothing was written")
-            sys.exit(INTERRUPTED)
-    # Each notebook's rows are written as soon as it is graded (the table is replaced atomically).
-    pool = ThreadPoolExecutor(max_workers=args.jobs)
+
+    def stop(signum, frame):  # SIGTERM, SIGHUP: as Ctrl-C
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGHUP, stop)
+    bar = tqdm(total=len(dict.fromkeys(args.notebooks)), desc="grading", unit="notebook")
+    graded = []
     try:
-        futures = {pool.submit(grade_notebook, n, args.cell_timeout): n for n in todo}
-        for future in tqdm(as_completed(futures), total=len(futures), desc="grading", unit="notebook"):
-            rows += future.result()
-            write_csv(rows, out)
+        if not args.no_preflight:
+            bar.set_postfix_str("pre-flight: the course's own solutions")
+            preflight(args.notebooks, args.cell_timeout, args.jobs)
+            bar.set_postfix_str("")
+        rows, graded = grade_class(args.notebooks, out, args.cell_timeout, args.jobs, args.regrade,
+                                   progress=lambda name: (graded.append(name), bar.update()))
     except KeyboardInterrupt:
-        stop_all()
-        pool.shutdown(wait=True, cancel_futures=True)
-        print(f"\ninterrupted: {out} keeps the {len({r.learner_file for r in rows})} notebook(s) graded so far "
-              "(run the same command again to grade the rest)", file=sys.stderr)
+        bar.close()
+        print(f"\ninterrupted: {len(graded)} notebook(s) graded in this run are kept in {out}; grading again "
+              "resumes with the others", file=sys.stderr)
         sys.exit(INTERRUPTED)
-    pool.shutdown()
-    write_csv(rows, out)
-    if isinstance(sys.stdout, io.TextIOWrapper):
-        sys.stdout.reconfigure(errors="replace")   # an ASCII-only terminal still gets the summary
-    print(summary(rows))
-    print(f"table: {out}")
+    except GradingStopped as e:
+        bar.close()
+        print(f"grading stopped: {e}", file=sys.stderr)
+        sys.exit(1)
+    bar.close()
+    skipped = len(dict.fromkeys(args.notebooks)) - len(graded)
+    text = summary(rows) + (f"\n({skipped} notebook(s) already in {out} were not graded again: --regrade "
+                            "grades them again)" if skipped else "") + f"\ntable: {out}"
+    print(printable(text, sys.stdout.encoding))
 
 
 def _train_adder(out) -> None:

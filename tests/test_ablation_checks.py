@@ -11,8 +11,8 @@ import torch.nn.functional as F
 
 from attnkit.adder.data import PAD
 from attnkit.core.hooks import gate_z
-from attnkit.ui import ablation_checks as C
-from attnkit.ui import check_models
+from attnkit.exercises import ablation as C
+from attnkit.exercises import models as check_models
 from conftest import assert_hint as fails_with, checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "04_head_ablation.ipynb"
@@ -64,7 +64,7 @@ def test_notebook_solutions_pass_and_stubs_wait(capsys):
         ok, line = run(check, stub, capsys)
         assert not ok and line.startswith("⏳"), line
     source = NOTEBOOK.read_text()
-    assert source.count("### BEGIN SOLUTION") == 4 and "from attnkit.ui import ablation_checks" in source
+    assert source.count("### BEGIN SOLUTION") == 4 and "from attnkit.exercises import ablation as ablation_checks" in source
 
 
 def test_notebook_exercise_cells(capsys):
@@ -74,14 +74,14 @@ def test_notebook_exercise_cells(capsys):
     found = []
     for i, cell in enumerate(cells):
         meta = cell["metadata"].get("nbgrader")
-        if not meta:
+        if not meta or not meta.get("solution"):   # check cells are nbgrader tests
             continue
         title, source, check = "".join(cells[i - 1]["source"]), "".join(cell["source"]), cells[i + 1]
         assert title.startswith("### ⭐") and " Exercise: " in title.splitlines()[0], title
         assert "<details><summary>Hint</summary>\n\n" in title and title.rstrip().endswith("</details>")
         assert meta == {"grade": False, "grade_id": meta["grade_id"], "locked": False, "schema_version": 3,
                         "solution": True, "task": False}
-        assert check["metadata"] == {"tags": ["check"], "attnkit": {"exercise": meta["grade_id"]}}
+        assert (check["metadata"]["tags"], check["metadata"]["attnkit"]) == (["check"], {"exercise": meta["grade_id"]})
         call = "".join(check["source"]).strip()
         assert call.startswith("ablation_checks.check_") and call.endswith(");") and "\n" not in call, call
         lines, stubbed, inside = source.splitlines(), [], False
@@ -161,8 +161,10 @@ def _set(z, index, value):
 
 
 def test_ablation_hook_correct_variants(capsys):
-    for good in (hook_clone, hook_in_place, hook_gate, HookClass, hook_partial):
+    for good in (hook_clone, hook_in_place, HookClass, hook_partial):
         assert run(C.check_ablation_hook, good, capsys)[0], good
+    passed, line = run(C.check_ablation_hook, hook_gate, capsys)   # the kit's own gate_z does the work
+    assert not passed and "calls the kit's own attnkit.core.hooks.gate_z" in line, line
 
 
 def test_ablation_hook_mistakes(capsys):

@@ -1,4 +1,4 @@
-"""Notebook 02's checkers (attnkit.ui.adder_checks): the notebook's solutions and correct variants
+"""Notebook 02's checkers (attnkit.exercises.adder): the notebook's solutions and correct variants
 written differently pass; planted mistakes get their own hint; whatever a learner hands over gives
 exactly one line and no traceback; an unfilled stub gives ⏳; the checkers leave the global RNG alone."""
 import re
@@ -10,8 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnkit.ui import adder_checks as C
-from attnkit.ui import check_models
+from attnkit.exercises import adder as C
+from attnkit.exercises import models as check_models
 from conftest import assert_hint, checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "02_training_the_adder.ipynb"

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnkit.ui import checks
+from attnkit.exercises import attention as checks
 from attnkit.core.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
 from conftest import checker_line
 
@@ -85,7 +85,7 @@ def numpy_attention(q, k, v, mask=None):
     return torch.from_numpy(w @ vn), torch.from_numpy(w)
 
 
-@pytest.mark.parametrize("fn", [scaled_dot_product_attention, sdpa, einsum_attention, fused_attention,
+@pytest.mark.parametrize("fn", [sdpa, einsum_attention, fused_attention,
                                 loop_attention, numpy_attention])
 def test_correct_attention_written_differently_passes(capsys, fn):
     assert run_check(capsys, checks.check_scaled_dot_product_attention, fn)[0]
@@ -162,7 +162,6 @@ BUFFER = torch.ones(8, 8, dtype=torch.bool).tril()
 
 
 @pytest.mark.parametrize("mask_fn", [
-    causal_mask,
     lambda n: torch.tril(torch.ones(n, n)).bool(),
     lambda n: torch.arange(n)[:, None] >= torch.arange(n),
     lambda n: torch.tensor([[j <= i for j in range(n)] for i in range(n)]),
@@ -327,7 +326,7 @@ class KwargsMHA(LearnerMHA):
         return super().forward(x, **kwargs)
 
 
-@pytest.mark.parametrize("cls", [LearnerMHA, MultiHeadAttention, LoopMHA, KwargsMHA])
+@pytest.mark.parametrize("cls", [LearnerMHA, LoopMHA, KwargsMHA])
 def test_correct_multi_head_attention_passes(capsys, cls):
     assert run_check(capsys, checks.check_multi_head_attention, cls)[0]
 
@@ -399,7 +398,7 @@ def test_planted_multi_head_mistakes_get_their_hint(capsys, cls, hint):
 def test_what_a_learners_code_prints_stays_out_of_the_one_line(capsys):
     def chatty(n_pos):
         print("debug: building a mask of", n_pos)
-        return causal_mask(n_pos)
+        return torch.ones(n_pos, n_pos, dtype=torch.bool).tril()
 
     assert run_check(capsys, checks.check_causal_mask, chatty)[0]
 
@@ -430,3 +429,13 @@ def test_a_solution_cell_that_did_not_run_is_named_not_reported_as_a_stub(shell)
     shell.run_cell('raise NotImplementedError("your code here")')  # a stub raising at the top level
     passed, line = checker_line(checks.check_causal_mask, shell.user_ns["my_causal_mask"])
     assert line.startswith("⏳"), line
+
+
+@pytest.mark.parametrize("check, answer, word", [
+    (checks.check_causal_mask, causal_mask, "is"), (checks.check_multi_head_attention, MultiHeadAttention, "is"),
+    (checks.check_causal_mask, lambda n: causal_mask(n), "calls"),
+    (checks.check_split_heads, lambda x, h: MultiHeadAttention(x.size(-1), h).split_heads(x), "calls")],
+    ids=["mask", "mha", "mask-lambda", "split-method"])
+def test_the_kits_own_answer_does_not_pass(capsys, check, answer, word):
+    passed, line = run_check(capsys, check, answer)
+    assert not passed and f"{word} the kit's own attnkit.core.attention." in line, line

@@ -11,8 +11,10 @@ from torch import nn
 
 from conftest import checker_line
 
-MODULES = ["checks", "adder_checks", "heatmap_checks", "ablation_checks", "positional_checks", "interp_checks"]
-CHECKERS = [(name, f) for module in MODULES for name, f in vars(importlib.import_module(f"attnkit.ui.{module}")).items()
+from attnkit.exercises import MODULES
+
+CHECKERS = [(name, f) for module in MODULES.values()
+            for name, f in vars(importlib.import_module(f"attnkit.exercises.{module}")).items()
             if name.startswith("check_") and inspect.isfunction(f) and f.__module__.endswith(module)]
 
 

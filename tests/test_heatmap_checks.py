@@ -1,4 +1,4 @@
-"""Notebook 03's checkers (attnkit.ui.heatmap_checks): correct solutions written differently pass,
+"""Notebook 03's checkers (attnkit.exercises.heatmaps): correct solutions written differently pass,
 each planted mistake gets its own hint, and nothing a learner hands over makes one raise."""
 import math
 from pathlib import Path
@@ -10,7 +10,7 @@ import torch
 
 from attnkit.adder.data import PAD
 from attnkit.interp.roles import row_shares
-from attnkit.ui import heatmap_checks as H
+from attnkit.exercises import heatmaps as H
 from conftest import assert_hint, checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_attention_heatmaps.ipynb"
@@ -53,7 +53,7 @@ def test_the_notebook_is_laid_out_as_exercises():
     nb = nbformat.read(NOTEBOOK, as_version=4)
     for i, cell in enumerate(nb.cells):
         grade = cell.metadata.get("nbgrader")
-        if not grade:
+        if not grade or not grade.get("solution"):   # solution cells (check cells are autograder tests)
             continue
         title, check = nb.cells[i - 1], nb.cells[i + 1]
         assert title.cell_type == "markdown" and title.source.startswith("### ⭐")
@@ -61,7 +61,7 @@ def test_the_notebook_is_laid_out_as_exercises():
         assert grade == {"grade": False, "grade_id": grade["grade_id"], "locked": False, "schema_version": 3,
                          "solution": True, "task": False}
         assert cell.source.count("### BEGIN SOLUTION") == cell.source.count("### END SOLUTION") == 1
-        assert check.metadata == {"tags": ["check"], "attnkit": {"exercise": grade["grade_id"]}}
+        assert (check.metadata["tags"], check.metadata["attnkit"]) == (["check"], {"exercise": grade["grade_id"]})
         assert check.source.startswith("heatmap_checks.check_") and check.source.endswith(";")
 
 
@@ -357,8 +357,8 @@ def aligned_numpy(cache, head):
     return torch.tensor(np.einsum("bqk,bqk->bq", w, keys)[counted].mean())  # a 0-d tensor
 
 
-@pytest.mark.parametrize("fn", [aligned_loops, aligned_kit, aligned_numpy, learner_solutions()["my_aligned_share"]],
-                         ids=["python-loops", "kit-row-shares", "numpy-einsum", "notebook"])
+@pytest.mark.parametrize("fn", [aligned_loops, aligned_numpy, learner_solutions()["my_aligned_share"]],
+                         ids=["python-loops", "numpy-einsum", "notebook"])
 def test_aligned_share_correct_variants_pass(capsys, fn):
     assert run(capsys, H.check_aligned_share, fn)[0]
 
@@ -442,3 +442,8 @@ def test_aligned_cases_tell_the_mistakes_apart():
     values = np.concatenate([values, others])
     gaps = np.abs(values[:, None] - values[None, :]) + np.eye(len(values))
     assert gaps.min() > 1e-3, values
+
+
+def test_the_kits_own_answer_does_not_pass(capsys):
+    passed, line = checker_line(H.check_aligned_share, aligned_kit)
+    assert not passed and "calls the kit's own attnkit.interp.roles.row_shares" in line, line

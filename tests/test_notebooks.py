@@ -11,6 +11,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from attnkit.exercises import registry
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 LONG_TRAINING_ON = re.compile(r"^\s*(RETRAIN|FULL_TRAINING|LONG_TRAINING|TRAIN_FROM_SCRATCH)\s*=\s*True\b", re.M)
@@ -86,9 +88,18 @@ def test_every_exercise_has_a_mark_a_hint_a_marked_solution_and_a_check(path):
         checks = [c for c in cells[start:end] if "check" in c.metadata.get("tags", [])]
         assert checks, f"{title!r}: no check cell"
         for check in checks:
-            calls = re.findall(r"\bcheck_\w+\(", check.source)
+            calls = re.findall(r"\bcheck_\w+\b", check.source)
             assert len(calls) == 1, f"{title!r}: a check cell makes one checker call, not {calls}"
             exercises.append(check.metadata["attnkit"]["exercise"])
+            # nbgrader: an autograder test worth a point that a student cannot change
+            assert {k: check.metadata["nbgrader"][k] for k in ("grade", "locked", "points", "solution")} == \
+                {"grade": True, "locked": True, "points": 1, "solution": False}, title
+            assert check.metadata["nbgrader"]["grade_id"] == exercises[-1] + "-check"
+            # a check cell never shows an answer: no kit reference, no formula, only the checker
+            exercise = registry()[exercises[-1]]
+            names = [r.rsplit(".", 1)[-1].split(":")[-1] for r in exercise.references]
+            assert not any(re.search(rf"\b{n}\b", check.source) for n in names) and "lambda" not in check.source, \
+                check.source
     assert len(set(grade_ids)) == len(grade_ids) and len(set(exercises)) == len(exercises)
     marked = [c for c in cells if c.cell_type == "code" and "### BEGIN SOLUTION" in c.source]
     assert len(marked) == len(starts), "every solution region belongs to an exercise"

@@ -15,7 +15,6 @@ stub. nbgrader's own `generate_assignment` reads the same markers and metadata.
 from __future__ import annotations
 
 import copy
-import re
 import os
 import secrets
 import signal
@@ -69,27 +68,17 @@ def without_markers(source: str) -> str:
     return "\n".join(line for line in source.splitlines() if line.strip() not in (BEGIN, END))
 
 
-HINT = re.compile(r"\n*<details><summary>Hint</summary>.*?</details>[ \t]*", re.DOTALL)
-
-
-def without_hints(source: str, where: str = "cell") -> str:
-    """A markdown cell's `source` without its collapsible hint blocks (<details><summary>Hint</summary>)."""
-    out = HINT.sub("", source)
-    if "<summary>Hint</summary>" in out:
-        raise ValueError(f"{where}: a hint block without its closing </details>")
-    return out
-
-
 def student_notebook(nb, with_solutions: bool = False, hints: bool = True):
-    """A copy of `nb` as the student edition (stubs for solutions, no outputs; hints=False: without
-    the collapsible hint blocks, for an instructor who wants the exercises unaided)."""
+    """A copy of `nb` as the student edition (stubs for solutions, no outputs; no hints at all
+    unless `hints`)."""
     nb = copy.deepcopy(nb)
-    nb.metadata["attnkit"] = {"edition": "self-study" if with_solutions else "student", **({} if hints else {"hints": False})}
+    nb.metadata["attnkit"] = {"edition": "self-study" if with_solutions else "student"}
+    if not hints:
+        from .hints import without_hints
+        without_hints(nb)
     cells = []
     for index, cell in enumerate(nb.cells):
         where = f"cell {index + 1}"
-        if cell.cell_type == "markdown" and not hints:
-            cell.source = without_hints(cell.source, where)
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
             has_region = any(line.strip() == BEGIN for line in cell.source.splitlines())

@@ -141,7 +141,8 @@ def _table_mistakes(got: Tensor, n: int, d: int) -> str:
     return ""
 
 
-@checker("sinusoidal_table")
+@checker("sinusoidal_table", "05-sinusoidal-table", "my_sinusoidal_table",
+         references=("attnkit.core.positional:sinusoidal_table",))
 def check_sinusoidal_table(fn: Callable) -> str:
     """`fn(n_pos, d_model)` -> (n_pos, d_model): PE[p, 2i] = sin(p·ω_i), PE[p, 2i+1] = cos(p·ω_i),
     ω_i = 10000^(-2i/d_model); an odd d_model raises ValueError."""
@@ -246,7 +247,8 @@ def _shift_mistakes(got: Tensor, k: int, d: int) -> str:
     return ""
 
 
-@checker("shift_matrix")
+@checker("shift_matrix", "05-shift-matrix", "my_shift_matrix",
+         references=("attnkit.core.positional:sinusoidal_shift_matrix",))
 def check_shift_matrix(fn: Callable) -> str:
     """`fn(k, d_model)` -> (d_model, d_model) block-diagonal M_k with PE(p + k) = M_k · PE(p)."""
     for k, d in ((3, 6), (1, 10), (-2, 22), (0, 4), (100, 8)):
@@ -320,7 +322,8 @@ def _rope_mistakes(got: Tensor, x: Tensor) -> str:
     return ""
 
 
-@checker("rotate (RoPE)")
+@checker("rotate (RoPE)", "05-rope-rotate", "my_rotate",
+         references=("attnkit.core.positional:rotate",))
 def check_rotate(fn: Callable) -> str:
     """`fn(x)`: x (..., pos, d_head) -> the same shape, pair (2i, 2i+1) at position p turned by p·ω_i."""
     gen = torch.Generator().manual_seed(5)
@@ -467,7 +470,8 @@ def _alibi_mistakes(got: Tensor, n: int, H: int) -> str:
             f"{_pair_slopes(H)[h].item():.4g} (pair {h // 2} of alibi_slopes((n_heads + 1) // 2))")
 
 
-@checker("alibi_bias")
+@checker("alibi_bias", "05-alibi-bias", "my_alibi_bias",
+         references=("attnkit.core.positional:alibi_bias",))
 def check_alibi_bias(fn: Callable) -> str:
     """`fn(n_pos, n_heads)` -> (heads, q_pos, k_pos), attnkit's directional ALiBi bias."""
     odd_passed = False  # once an odd head count has passed, a later failure is about something else
@@ -524,7 +528,7 @@ def _pool_cases() -> list[tuple[Tensor, Tensor]]:
     return [(score, pad), single, (wide, wide_pad)]
 
 
-@checker("max_pool")
+@checker("max_pool", "05-max-pool", "my_max_pool")
 def check_max_pool(fn: Callable) -> str:
     """`fn(score, pad)`: score (batch, pos), pad (batch, pos) True = padding -> (batch,) max over real tokens."""
     for score, pad in _pool_cases():

@@ -16,7 +16,7 @@ from torch import Tensor
 
 from ..adder.data import PAD
 from ..core.hooks import HookPoint, ablate_heads, gate_z
-from .check_models import sum_batches, tiny_ablation_model
+from .models import sum_batches, tiny_ablation_model
 from .checking import GENERAL_ADVICE, Hint, call, checker
 
 
@@ -115,7 +115,8 @@ HOOK_ADVICE = (("must match the size", "z[:, head] is (batch, pos, d_head): assi
                                 "False"))
 
 
-@checker("ablation_hook")
+@checker("ablation_hook", "04-ablation-hook", "my_ablation_hook",
+         references=("attnkit.core.hooks:gate_z", "attnkit.core.hooks:ablate_heads",))
 @torch.no_grad()
 def check_ablation_hook(make_hook: Callable) -> str:
     """`make_hook(head, fill=None)` -> hook(z, hook) returning z (batch, heads, pos, d_head) with
@@ -176,7 +177,8 @@ def check_ablation_hook(make_hook: Callable) -> str:
 
 # ---------------------------------------------------------------- ⭐⭐ the mean z
 
-@checker("mean_z")
+@checker("mean_z", "04-mean-z", "my_mean_z",
+         references=("attnkit.adder.evaluate:mean_z",))
 @torch.no_grad()
 def check_mean_z(fn: Callable) -> str:
     """`fn(z, real)` -> (heads, d_head): each head's mean z over every real query position,
@@ -301,7 +303,8 @@ def _pruning_cases() -> list[_Accuracy]:
     ]
 
 
-@checker("prune_order")
+@checker("prune_order", "04-prune-order", "my_prune_order",
+         references=("attnkit.interp.studies:prune_order",))
 def check_prune_order(fn: Callable) -> str:
     """`fn(heads, accuracy)` -> (order, curve): greedy backward elimination — at each step remove
     the remaining head whose removal, on top of those already removed, leaves the highest
@@ -433,7 +436,8 @@ def _importance_mistakes(G: Tensor, sizes: list[int], tokens: list[int]) -> list
     ]
 
 
-@checker("head_importance")
+@checker("head_importance", "04-head-importance", "my_head_importance",
+         references=("attnkit.interp.studies:gradient_importance",))
 def check_head_importance(fn: Callable) -> str:
     """`fn(model, name, batches)` -> (heads,): the mean over every problem of |∂L(x)/∂ξ_h| at
     ξ = 1, the gate ξ multiplying head h's z at `name`.hook_z; L(x) = the problem's summed

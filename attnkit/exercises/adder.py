@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..adder.data import BOS, EOS, PAD, encode_targets
-from .check_models import ToySeq2Seq, answers, committed_adder, sums, tiny_adder
+from .models import ToySeq2Seq, answers, committed_adder, sums, tiny_adder
 from .checking import Hint, NotDone, call, checker
 
 def _learner(fn: Callable, *args, signature: str, context: str = ""):
@@ -73,7 +73,7 @@ def _shift_cases() -> list[Tensor]:
     ]
 
 
-@checker("shift")
+@checker("shift", "02-shift", "my_shift")
 def check_shift(fn: Callable) -> str:
     """`fn(tgt)` -> (decoder_input, target) = (tgt[:, :-1], tgt[:, 1:])."""
     for tgt in _shift_cases():
@@ -221,7 +221,7 @@ def _swapped(calls: list[tuple[Tensor, Tensor]], tgt: Tensor) -> bool:
                and not (second[:, 0] == tgt[:, 0]).all() for first, second in calls)
 
 
-@checker("teacher_forcing_loss")
+@checker("teacher_forcing_loss", "02-loss", "my_teacher_forcing_loss")
 def check_teacher_forcing_loss(fn: Callable) -> str:
     """`fn(model, src, tgt, pad_id)` -> mean cross-entropy of model(src, tgt[:, :-1]) against tgt[:, 1:],
     padding ignored."""
@@ -312,7 +312,7 @@ def _number(x, what: str, batch: int, n_pos: int) -> float:
     return float(x)
 
 
-@checker("accuracies")
+@checker("accuracies", "02-accuracy", "my_accuracies")
 def check_accuracies(fn: Callable) -> str:
     """`fn(pred, gold, pad_id)` -> (exact_match, token_accuracy), two numbers in [0, 1]."""
     signature = "my_accuracies(pred, gold, pad_id)"
@@ -425,7 +425,8 @@ def _first_eos(row: Tensor, eos: int) -> int:
     return int(hits[0]) + 1 if len(hits) else len(row)
 
 
-@checker("greedy_decoding")
+@checker("greedy_decoding", "02-greedy", "my_greedy",
+         references=("attnkit.adder.model:Seq2SeqTransformer.greedy",))
 def check_greedy(fn: Callable) -> str:
     """`fn(model, src, bos_id, eos_id, max_steps)` -> (batch, n) token ids after <s>, n <= max_steps,
     each the argmax of model(src, <s> + the tokens before it)[:, -1]; it may stop once every row has

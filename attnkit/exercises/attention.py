@@ -98,7 +98,8 @@ def _diagnose_weights(w: Tensor, q: Tensor, k: Tensor, mask: Optional[Tensor], r
     raise Hint(f"with a mask your weights differ from the reference ({max_diff(w, ref_w)})")
 
 
-@checker("scaled_dot_product_attention")
+@checker("scaled_dot_product_attention", "01-attention", "my_attention",
+         references=("attnkit.core.attention:scaled_dot_product_attention",))
 def check_scaled_dot_product_attention(fn: Callable) -> str:
     """`fn(q, k, v, mask=None) -> (output, weights)`, mask bool with True = may attend."""
     # 4-D (batch, heads, pos, d_head) with d_head 16; 2-D with d_head 9 (a hard-coded scale of 4 shows);
@@ -173,7 +174,8 @@ def check_scaled_dot_product_attention(fn: Callable) -> str:
 
 # ---------------------------------------------------------------- causal mask
 
-@checker("causal_mask")
+@checker("causal_mask", "01-causal-mask", "my_causal_mask",
+         references=("attnkit.core.attention:causal_mask",))
 def check_causal_mask(fn: Callable) -> str:
     """`fn(n_pos) -> (n_pos, n_pos)` bool, True = may attend."""
     for n in (4, 1, 7, 13):  # 4 first: large enough to tell every wrong triangle apart; 13 > any small buffer
@@ -212,7 +214,8 @@ def check_causal_mask(fn: Callable) -> str:
 _HEAD_CASES = [(2, 5, 3, 4), (1, 7, 5, 3), (3, 2, 1, 6)]
 
 
-@checker("split_heads")
+@checker("split_heads", "01-split-heads", "my_split_heads",
+         references=("attnkit.core.attention:MultiHeadAttention.split_heads",))
 def check_split_heads(fn: Callable) -> str:
     """`fn(x, n_heads)`: (batch, pos, d_model) -> (batch, heads, pos, d_head)."""
     for batch, n_pos, n_heads, d_head in _HEAD_CASES:
@@ -233,7 +236,8 @@ def check_split_heads(fn: Callable) -> str:
     return "(batch, pos, d_model) -> (batch, heads, pos, d_head) for 3 shapes (batch 1, one head, odd widths)"
 
 
-@checker("merge_heads")
+@checker("merge_heads", "01-merge-heads", "my_merge_heads",
+         references=("attnkit.core.attention:MultiHeadAttention.merge_heads",))
 def check_merge_heads(fn: Callable) -> str:
     """`fn(z)`: (batch, heads, pos, d_head) -> (batch, pos, d_model)."""
     for batch, n_pos, n_heads, d_head in _HEAD_CASES:
@@ -307,7 +311,8 @@ def _mha_module(cls, d_model: int, n_heads: int) -> nn.Module:
     return module
 
 
-@checker("multi_head_attention")
+@checker("multi_head_attention", "01-multi-head", "MyMultiHeadAttention",
+         references=("attnkit.core.attention:MultiHeadAttention",))
 @torch.no_grad()
 def check_multi_head_attention(cls: Callable) -> str:
     """`cls(d_model, n_heads)` -> a module with nn.Linear W_Q, W_K, W_V, W_O and

@@ -95,7 +95,7 @@ def _row_text(w: Tensor) -> str:
     return f"[{shown}]"
 
 
-@checker("row_entropy")
+@checker("row_entropy", "03-row-entropy", "my_row_entropy")
 def check_row_entropy(fn: Callable) -> str:
     """`fn(pattern)`: (..., q_pos, k_pos) weights -> (..., q_pos) entropy of each row in bits."""
     for label, w in _entropy_cases():
@@ -200,7 +200,7 @@ def _typical_cases() -> list[tuple[str, np.ndarray, np.ndarray]]:
     return [a, b, c]
 
 
-@checker("typical_sample")
+@checker("typical_sample", "03-typical-sample", "my_typical_sample")
 def check_typical_sample(fn: Callable) -> str:
     """`fn(values, means)` -> int: the sample whose measures are closest to the head's averages."""
     for label, values, means in _typical_cases():
@@ -339,7 +339,8 @@ ALIGNED_EXAMPLE = ("e.g. 663+497 → 1160: decoder position 0 writes the thousan
                    "4 writes </s> (left out)")
 
 
-@checker("aligned_share")
+@checker("aligned_share", "03-aligned-share", "my_aligned_share",
+         references=("attnkit.interp.roles:row_shares",))
 def check_aligned_share(fn: Callable) -> str:
     """`fn(cache, head)` -> float: a dec.cross head's mean weight on the aligned column over every
     counted row of every problem (roles.head_roles' "aligned")."""

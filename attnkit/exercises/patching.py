@@ -5,7 +5,6 @@ Each checker runs the learner's code on several cases and, when a result is wron
 what the common mistakes would give, so that the hint can name the mistake and say what to do."""
 from __future__ import annotations
 
-import functools
 import itertools
 import re
 from typing import Callable, Optional
@@ -17,6 +16,15 @@ from torch import Tensor
 from ..core.hooks import HookPoint
 from ..interp.patching import carry_pair, head_patch_hook
 from .checking import Hint, call, checker
+
+def yours_if_it_passed(answer, check, hints: bool = True):
+    """Check `answer`; the rest of the notebook then uses it if it passed, else the kit's own
+    (kept here, out of the notebook, so that the check cell does not show the answer)."""
+    if check(answer, hints=hints):
+        return answer
+    return {"06-normalised-effect": _effect, "06-patch-hook": head_patch_hook,
+            "06-carry-pair": lambda a, b: carry_pair(a, b, column=0)}[check.exercise.id]
+
 
 # ---------------------------------------------------------------- the normalised effect
 
@@ -151,7 +159,7 @@ def _effect_on_floats(fn: Callable) -> None:
                "the corrupted one")
 
 
-@checker("normalised_effect")
+@checker("normalised_effect", "06-normalised-effect", "my_normalised_effect")
 def check_normalised_effect(fn: Callable) -> str:
     """`fn(patched, clean, corrupted)` -> (patched - corrupted) / (clean - corrupted), elementwise."""
     _effect_on_floats(fn)
@@ -250,7 +258,8 @@ def _which_cells(out: Tensor, z: Tensor, clean: Tensor, head: int, pos: int) -> 
                f"should change, z[:, {head}, {pos}]")
 
 
-@checker("patch_hook")
+@checker("patch_hook", "06-patch-hook", "my_patch_hook",
+         references=("attnkit.interp.patching:head_patch_hook",))
 def check_patch_hook(make_hook: Callable) -> str:
     """`make_hook(clean_z, head, pos)` -> hook(z, hook_point) returning z with [:, head, pos] from clean_z."""
     for batch, n_heads, n_pos, d_head, head, pos in _HOOK_CASES:
@@ -408,7 +417,8 @@ def _pair_hint(a: int, b: int, got, want: Optional[tuple[str, str]]) -> str:
             "the largest digit that does not carry, and keep the rest")
 
 
-@checker("carry_pair")
+@checker("carry_pair", "06-carry-pair", "my_carry_pair",
+         references=("attnkit.interp.patching:carry_pair",))
 def check_carry_pair(fn: Callable) -> str:
     """`fn(a, b)` -> ("a+b", "a+b2") where b2 lowers b's units digit so the units column stops
     carrying and no other carry changes; None when that is impossible."""
@@ -425,16 +435,3 @@ def check_carry_pair(fn: Callable) -> str:
         raise Hint(_pair_hint(a, b, got, want))
     return (f"{len(cases)} problems of 1 to 3 digits, with and without a units carry, with chains (555+445, "
             "99+1) and tens columns that carry by themselves")
-
-
-# ---------------------------------------------------------------- after a check
-
-
-def yours_or_the_kits(exercise: str, yours: Callable, passed: bool) -> Callable:
-    """Your function when its check passed, else the kit's own solution of `exercise`, so that the cells
-    after a check run on either way. A check cell calls this instead of spelling the kit's answer out."""
-    kits = {"06-normalised-effect": _effect, "06-patch-hook": head_patch_hook,
-            "06-carry-pair": functools.partial(carry_pair, column=0)}
-    if exercise not in kits:
-        raise ValueError(f"no exercise {exercise!r} here; one of {', '.join(kits)}")
-    return yours if passed else kits[exercise]

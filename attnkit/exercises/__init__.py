@@ -1,0 +1,33 @@
+"""The course's exercises: one module of checkers per notebook, the machinery they share
+(checking), the small models they run a learner's code on (models), and the registry of every
+exercise by id. The grader's checking process (runner) and its integrity checks (integrity)
+run the same checkers on a submission's definitions, in a process of their own.
+
+    from attnkit.exercises import attention as checks     # notebook 01's checkers
+    checks.check_causal_mask(my_causal_mask)               # prints one line, returns True/False
+    registry()["01-causal-mask"].evaluate(my_causal_mask)  # a Result: exercise, passed, line, mistake
+"""
+from __future__ import annotations
+
+import importlib
+
+from .checking import Exercise, Result
+
+# notebook prefix -> the module of its checkers
+MODULES = {"01": "attention", "02": "adder", "03": "heatmaps", "04": "ablation", "05": "positional",
+           "06": "patching"}
+
+
+def registry() -> dict[str, Exercise]:
+    """Every exercise by id ("01-causal-mask", ...), in course order."""
+    found = {}
+    for name in MODULES.values():
+        module = importlib.import_module(f"{__name__}.{name}")
+        for value in vars(module).values():
+            exercise = getattr(value, "exercise", None)
+            if isinstance(exercise, Exercise) and exercise.id:
+                found[exercise.id] = exercise
+    return dict(sorted(found.items()))
+
+
+__all__ = ["Exercise", "Result", "MODULES", "registry"]

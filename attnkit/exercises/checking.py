@@ -1,0 +1,310 @@
+"""The machinery every exercise checker shares: a checker calls the learner's code on inputs of its
+own, compares with the kit's reference and prints one line — ✅, ❌ with a hint that names the likely
+mistake, or ⏳ for an unfilled stub — and returns True only on a pass. Nothing the learner hands over
+escapes as a traceback or a second line. The checkers themselves: checks (notebook 01),
+adder_checks, heatmap_checks, ablation_checks, positional_checks, interp_checks (02-06).
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import inspect
+import io
+import math
+import os
+import re
+import sys
+import sysconfig
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+
+class Hint(Exception):
+    """A mistake was found; the message is the hint shown to the learner. `mistake` names it for
+    the gradebook (by default a slug of the hint's first words)."""
+
+    icon = "❌"
+
+    def __init__(self, message: str, mistake: str = ""):
+        super().__init__(message)
+        self.mistake = mistake or slug(message)
+
+
+class NotDone(Hint):
+    icon = "⏳"
+
+    def __init__(self, message: str, mistake: str = "not-done"):
+        super().__init__(message, mistake)
+
+
+@dataclass(frozen=True)
+class Result:
+    """What one check found: the notebook prints `line`, the grader records all four."""
+    exercise: str
+    passed: bool
+    line: str           # one line: ✅, ❌ with a hint, or ⏳
+    mistake: str = ""   # "" when passed; else the mistake's id ("not-done", "kit-reference", ...)
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise: its id (the gradebook's key), the learner's object the check is given, and
+    the kit's own implementations of it (a learner's answer may not be, wrap or call one)."""
+    id: str
+    title: str
+    answer: str                  # the name the notebook's check cell passes, e.g. "my_causal_mask"
+    references: tuple = ()       # "module:qualname" of the kit's implementations of the exercise
+    check: Callable = None       # check(answer) -> bool, printing the line
+    evaluate: Callable = None    # evaluate(answer) -> Result, printing nothing
+
+
+def slug(text: str, words: int = 6) -> str:
+    """A stable id for a hint: its first words, lower case, joined by '-'."""
+    return "-".join(re.findall(r"[a-z0-9_]+", text.lower())[:words]) or "other"
+
+
+def checker(title: str, exercise: str = "", answer: str = "", references: Sequence[str] = ()):
+    """Turn `check(answer) -> pass message` (raising Hint) into `check(answer) -> bool` that prints
+    one line; `check.evaluate(answer) -> Result` prints nothing (the grader's way in)."""
+    def wrap(check):
+        def evaluate(*args, **kwargs) -> Result:
+            rng_state = torch.get_rng_state()  # a checker never moves the learner's random numbers
+            try:
+                found = kit_reference(args[0], references) if args else None
+                if found:
+                    raise Hint(found, mistake="kit-reference")
+                # Whatever the learner's code prints stays out: the checker's line is the only one.
+                with contextlib.redirect_stdout(io.StringIO()), ReferenceWatch(references) as watch:
+                    message = check(*args, **kwargs)
+                if watch.found:
+                    raise Hint(watch.found, mistake="kit-reference")
+            except Hint as hint:
+                return Result(exercise, False, one_line(f"{hint.icon} {title}: {hint}"), hint.mistake)
+            except Exception as e:  # whatever the learner handed over: one line, never a traceback
+                return Result(exercise, False, one_line(
+                    f"❌ {title}: the checker could not use what you passed ({first_line(e)}) — compare your "
+                    "code's signature and return value with the exercise's"), "unusable-answer")
+            finally:
+                torch.set_rng_state(rng_state)
+            return Result(exercise, True, one_line(f"✅ {title}: passed — {message}"))
+
+        @functools.wraps(check)
+        def run(*args, hints: bool = True, **kwargs) -> bool:
+            result = evaluate(*args, **kwargs)
+            line = result.line
+            if not hints and not result.passed and result.mistake not in ("not-done", "kit-reference", "tampering"):
+                line = f"❌ {title}: not right yet (this edition gives no hints)"
+            print(line)
+            # nbgrader's autograder (and its Validate button) fails a test cell only when it raises
+            if not result.passed and os.environ.get("NBGRADER_EXECUTION") in ("autograde", "validate"):
+                raise AssertionError(result.line)
+            return result.passed
+        run.evaluate = evaluate
+        run.exercise = Exercise(exercise, title, answer, tuple(references), run, evaluate)
+        return run
+    return wrap
+
+
+# ---------------------------------------------------------------- the kit's own answer
+
+KIT_DIR = Path(__file__).resolve().parents[1]           # attnkit/
+EXERCISES_DIR = Path(__file__).resolve().parent         # attnkit/exercises/
+_LIBRARY_DIRS = tuple(sorted({str(KIT_DIR)} | {p for k, p in sysconfig.get_paths().items()
+                                               if k in ("stdlib", "platstdlib", "purelib", "platlib")}))
+
+
+def resolve(reference: str):
+    """"attnkit.core.attention:MultiHeadAttention.split_heads" -> the object."""
+    module, _, qualname = reference.partition(":")
+    obj = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def reference_codes(references: Sequence[str]) -> dict:
+    """code object -> the reference's name, for every function of every reference (a class: its methods)."""
+    codes = {}
+    for ref in references:
+        obj = resolve(ref)
+        members = vars(obj).values() if inspect.isclass(obj) else [obj]
+        for member in members:
+            member = getattr(member, "__func__", member)
+            code = getattr(inspect.unwrap(member), "__code__", None) if callable(member) else None
+            if code is not None:
+                codes[code] = ref.replace(":", ".")
+    return codes
+
+
+def kit_reference(answer, references: Sequence[str]) -> Optional[str]:
+    """Why `answer` is the kit's own implementation (it, a wrapper around it, a subclass), or None."""
+    if not references:
+        return None
+    targets = {id(resolve(r)): r.replace(":", ".") for r in references}
+    seen, todo = set(), [answer]
+    while todo:  # the answer, and whatever it wraps: functools.partial, @wraps, a bound method
+        obj = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if id(obj) in targets:
+            what = "is" if obj is answer else "wraps"
+            return f"your answer {what} the kit's own {targets[id(obj)]} — write your own to pass"
+        for attr in ("func", "__wrapped__", "__func__"):
+            inner = getattr(obj, attr, None) if not isinstance(obj, type) else None
+            if inner is not None:
+                todo.append(inner)
+        if isinstance(obj, type):
+            for ref_id, name in targets.items():
+                bases = [id(b) for b in obj.__mro__[1:]]
+                if ref_id in bases:
+                    return f"your class subclasses the kit's own {name} — write your own to pass"
+    return None
+
+
+def is_learner_code(filename: str) -> bool:
+    """Code a notebook defined (not the kit's, the standard library's or an installed package's)."""
+    return not (filename.startswith(_LIBRARY_DIRS) or filename.startswith("<frozen"))
+
+
+class ReferenceWatch:
+    """While active, notes a call of the kit's reference made from the learner's code (directly
+    or through other library code), not from the checker itself comparing with it."""
+
+    def __init__(self, references: Sequence[str]):
+        self.codes = reference_codes(references) if references else {}
+        self.found: Optional[str] = None
+        self._previous = None
+
+    def _trace(self, frame, event, arg):
+        if event == "call" and frame.f_code in self.codes and self.found is None:
+            caller = frame.f_back
+            while caller is not None:
+                filename = caller.f_code.co_filename
+                if filename.startswith(str(EXERCISES_DIR)):
+                    break  # the checker's own call of the reference
+                if is_learner_code(filename):
+                    self.found = (f"your answer calls the kit's own {self.codes[frame.f_code]} — "
+                                  "write your own to pass")
+                    break
+                caller = caller.f_back
+        return None  # no line tracing: only calls are watched
+
+    def __enter__(self):
+        self._previous = sys.gettrace()
+        if self.codes and self._previous is None:  # a debugger's tracer is left alone
+            sys.settrace(self._trace)
+        return self
+
+    def __exit__(self, *exc):
+        if self.codes and self._previous is None:
+            sys.settrace(None)
+        return False
+
+
+def one_line(text: str) -> str:
+    """A hint that quotes a learner's value (a tensor's repr spans lines) still prints as one line."""
+    return re.sub(r"\s*\n\s*", " ", text.strip())
+
+
+def first_line(e: BaseException) -> str:
+    return f"{type(e).__name__}: " + (str(e).strip().splitlines() or [""])[0]
+
+
+# Exception messages that mean the same mistake in any exercise.
+GENERAL_ADVICE = (
+    ("cannot assign module before Module.__init__", "call super().__init__() first in __init__"),
+    ("view size is not compatible", "after a transpose the tensor is not contiguous: use .reshape (or .contiguous().view)"),
+)
+
+
+def call(fn: Callable, *args, context: str = "", advice: Sequence[tuple[str, str]] = GENERAL_ADVICE,
+         signature: str = "", **kwargs):
+    """Call the learner's code; turn any exception into a Hint naming it and, where `advice` has a
+    (fragment of the message, meaning) pair for it, what it usually means. A TypeError about the
+    learner's own function's arguments says so (and shows `signature`, the exercise's, if given)."""
+    if not callable(fn):
+        raise Hint(f"expected a function or class, got a {type(fn).__name__}: pass the function itself, without calling it")
+    try:
+        # What the learner's code prints or warns stays out of the checker's one line.
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return fn(*args, **kwargs)
+    except NotImplementedError:
+        broken = _last_cell_error()
+        if broken:  # the learner's new solution never ran: the stub from before is still defined
+            raise Hint(f"the last cell you ran stopped with {broken}, so your solution is not defined yet "
+                       "(the stub from before still is) — fix that cell and run it again") from None
+        raise NotDone("not implemented yet — fill in the stub above") from None
+    except Exception as e:
+        first = (str(e).strip().splitlines() or [""])[0]
+        hint = f"your code raised {type(e).__name__}{context}: {first}"
+        called = first.split("(")[0].split(".")[-1]  # "my_shift() takes 1 positional argument ..."
+        if isinstance(e, TypeError) and "argument" in first and called in (getattr(fn, "__name__", None), "__init__", "forward"):
+            hint += (f" — the exercise's signature is {signature}" if signature else
+                     " — your function's arguments differ from the exercise's: the checker calls it exactly as the exercise shows")
+        else:
+            hint += next((f" — {meaning}" for fragment, meaning in advice if fragment in first), "")
+        raise Hint(hint) from None
+
+
+def _last_cell_error() -> str:
+    """In a notebook: the error the previously run cell stopped with ("" if none, or if that was
+    a stub's NotImplementedError). A solution cell with a SyntaxError defines nothing new."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return ""
+    shell = get_ipython()
+    result = getattr(shell, "last_execution_result", None)
+    error = result is not None and (result.error_before_exec or result.error_in_exec)
+    if not error or isinstance(error, NotImplementedError):
+        return ""
+    return first_line(error)
+
+
+def as_tensor(x, what: str, shape: tuple, names: str = "") -> Tensor:
+    """x as a tensor of `shape`, or a hint saying what it is instead; `names` reads the shape, e.g. "(batch, pos)"."""
+    expected = f"{shape}" + (f" = {names}" if names else "")
+    if x is None:
+        raise Hint(f"your {what} is None — did you forget `return`?")
+    if isinstance(x, np.ndarray):
+        raise Hint(f"your {what} is a numpy array: return a torch tensor of shape {expected} (torch.as_tensor)")
+    if not isinstance(x, Tensor):
+        raise Hint(f"your {what} is a {type(x).__name__}, expected a torch tensor of shape {expected}")
+    if tuple(x.shape) != shape:
+        hint = f"your {what} has shape {tuple(x.shape)}, expected {expected}"
+        if x.numel() == math.prod(shape) and x.dim() == len(shape):
+            hint += (" — the right values in another arrangement: take every size from the input's .shape, "
+                     "not from fixed numbers or the notebook's globals")
+        raise Hint(hint)
+    return x
+
+
+def close(a: Tensor, b: Tensor) -> bool:
+    return a.shape == b.shape and torch.allclose(a.double(), b.double(), atol=1e-5, rtol=1e-4)
+
+
+def max_diff(a: Tensor, b: Tensor) -> str:
+    return f"max difference {(a.double() - b.double()).abs().max().item():.3g}"
+
+
+def randn(*shape: int, seed: int) -> Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+MARKS = ("✅", "❌", "⏳")
+
+
+def checker_lines(outputs) -> list[str]:
+    """The checker lines (✅/❌/⏳) among a notebook cell's outputs (what a learner sees; the
+    grader reads Results instead)."""
+    text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream" and o.get("name") == "stdout")
+    return [line for line in text.splitlines() if line.startswith(MARKS)]
