@@ -383,7 +383,8 @@ def test_kit_file_kind_tells_the_kits_files_from_others(tmp_path):
 
 def test_the_grade_table_gets_the_users_umask(tmp_path):
     """A course group reads the gradebook: the CSV is 0o666 less the umask, not mkstemp's 0o600."""
-    from attnkit.course.grading import Row, write_csv
+    from attnkit.course.gradebook import write_csv
+    from attnkit.course.grading import Row
     old = os.umask(0o022)
     try:
         write_csv([Row("a.ipynb", "01-attention", True, "✅ passed")], tmp_path / "grades.csv")
