@@ -3,6 +3,7 @@
 Usage: .venv/bin/python benchmarks/guard_mutations.py [guard name ...]"""
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -353,33 +354,47 @@ M = [
         "tests/test_guards_runs.py -k ascii",
     ),
 ]
-only = sys.argv[1:]
-env = {**os.environ, "OMP_NUM_THREADS": "1"}
-for name, path, old, new, tests in M:
-    if only and name not in only:
-        continue
-    f = ROOT / path
-    text = f.read_text()
-    if text.count(old) != 1:
-        print(f"?? {name}: guard text found {text.count(old)} times")
-        continue
-    f.write_text(text.replace(old, new))
-    try:
-        r = subprocess.run(
-            f"{ROOT}/.venv/bin/python -m pytest -q -p no:cacheprovider {tests}",
-            shell=True,
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
+
+
+def main(only: list[str]) -> None:
+    """Each guard is removed in the working tree itself and put back after its tests (also on
+    Ctrl-C, SIGTERM or SIGHUP): run it on a clean checkout, never while something else uses it."""
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGHUP, stop)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for name, path, old, new, tests in M:
+        if only and name not in only:
+            continue
+        f = ROOT / path
+        text = f.read_text()
+        if text.count(old) != 1:
+            print(f"?? {name}: guard text found {text.count(old)} times")
+            continue
+        f.write_text(text.replace(old, new))
+        try:
+            r = subprocess.run(
+                f"{ROOT}/.venv/bin/python -m pytest -q -p no:cacheprovider {tests}",
+                shell=True,
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+        finally:
+            f.write_text(text)
+        last = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr[-200:]
+        print(
+            ("CAUGHT " if r.returncode in (1, 2) and "passed" not in last.split(",")[0] else "MISSED ")
+            + f"(rc {r.returncode}) "
+            + f"{name}: {last}",
+            flush=True,
         )
-    finally:
-        f.write_text(text)
-    last = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr[-200:]
-    print(
-        ("CAUGHT " if r.returncode in (1, 2) and "passed" not in last.split(",")[0] else "MISSED ")
-        + f"(rc {r.returncode}) "
-        + f"{name}: {last}",
-        flush=True,
-    )
+
+
+if __name__ == "__main__":  # importing this file (tests/test_benchmark_mutations.py does) runs nothing
+    main(sys.argv[1:])
