@@ -11,6 +11,7 @@ And every figure a notebook shows is checked against attnkit.ui.figure_policy wh
 kernel starts with an IPython startup file that logs each displayed figure's problems, and the cell
 that showed a figure breaking the policy fails. The figures are also saved, as shown, to
 artifacts/figures/ (one PNG per figure: notebook, cell) to be looked at."""
+
 import base64
 import json
 import os
@@ -20,15 +21,16 @@ from pathlib import Path
 
 import pytest
 
-OUTPUT_GAP_S = 60
-
 from attnkit.exercises.checking import checker_lines
+
+OUTPUT_GAP_S = 60
 
 
 def pytest_report_header(config):
     """Which of PyTorch's CPU kernel sets this run computes with: float32 results differ between them
     in the last digits (`make test-cpus` runs the float-sensitive tests under each)."""
     import torch
+
     chosen = os.environ.get("ATEN_CPU_CAPABILITY", "not set: the best this CPU has")
     return f"torch CPU kernels: {torch.backends.cpu.get_cpu_capability()} (ATEN_CPU_CAPABILITY {chosen})"
 
@@ -55,8 +57,8 @@ def pytest_configure(config):
     log = home / "figures.jsonl"
     log.touch()
     (startup / "00-attnkit-figure-policy.py").write_text(
-        "from attnkit.ui.figure_policy import record_displayed_figures\n"
-        f"record_displayed_figures({str(log)!r})\n")
+        f"from attnkit.ui.figure_policy import record_displayed_figures\nrecord_displayed_figures({str(log)!r})\n"
+    )
     _FIGURE_LOG.update(path=log, read=0, home=str(home))
 
 
@@ -93,8 +95,9 @@ def _check_figures(item) -> None:
         _FIGURE_LOG["read"] = log.tell()
     found = [p for line in lines.splitlines() if line for p in json.loads(line)["problems"]]
     if found:
-        pytest.fail("a figure breaks the figure policy (attnkit/ui/figure_policy.py):\n  " + "\n  ".join(found),
-                    pytrace=False)
+        pytest.fail(
+            "a figure breaks the figure policy (attnkit/ui/figure_policy.py):\n  " + "\n  ".join(found), pytrace=False
+        )
 
 
 @pytest.hookimpl(wrapper=True)
@@ -111,6 +114,7 @@ def pytest_runtest_call(item):
     exercise = cell.metadata.get("attnkit", {}).get("exercise", "?")
     expected = _expected_mark(item)
     if len(lines) != 1 or not lines[0].startswith(expected):
-        pytest.fail(f"check cell of exercise {exercise}: expected one line starting with {expected}, got {lines}",
-                    pytrace=False)
+        pytest.fail(
+            f"check cell of exercise {exercise}: expected one line starting with {expected}, got {lines}", pytrace=False
+        )
     return result

@@ -11,34 +11,76 @@ checkpoints, runtime helpers), adder/ and sortedness/ (the two tasks), interp/ (
 ablation sweeps, activation patching), experiments/ (the long runs behind data/), ui/ (figures,
 widgets, exercise checkers).
 """
-from .core.attention import MultiHeadAttention, scaled_dot_product_attention
-from .core.hooks import ActivationCache, HookPoint
 
-__all__ = ["MultiHeadAttention", "scaled_dot_product_attention", "ActivationCache", "HookPoint",
-           "load_pretrained", "PRETRAINED"]
+import importlib
+from typing import TYPE_CHECKING, Any
 
-PRETRAINED = ["adder", "sortedness-sinusoidal", "sortedness-learned", "sortedness-none",
-              "sortedness-alibi", "sortedness-rope", "sortedness-relative"]
+if TYPE_CHECKING:
+    from .adder import Adder
+    from .core.attention import MultiHeadAttention, scaled_dot_product_attention
+    from .core.hooks import ActivationCache, HookPoint
+    from .sortedness import SortednessClassifier
+
+# Imported on first use (PEP 562): `import attnkit` and `python -m attnkit student` need no torch.
+_LAZY = {
+    "MultiHeadAttention": ".core.attention",
+    "scaled_dot_product_attention": ".core.attention",
+    "ActivationCache": ".core.hooks",
+    "HookPoint": ".core.hooks",
+}
 
 
-def load_pretrained(name: str):
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module 'attnkit' has no attribute {name!r}")
+
+
+__all__ = [
+    "MultiHeadAttention",
+    "scaled_dot_product_attention",
+    "ActivationCache",
+    "HookPoint",
+    "load_pretrained",
+    "PRETRAINED",
+]
+
+PRETRAINED = [
+    "adder",
+    "sortedness-sinusoidal",
+    "sortedness-learned",
+    "sortedness-none",
+    "sortedness-alibi",
+    "sortedness-rope",
+    "sortedness-relative",
+]
+
+
+def load_pretrained(name: str) -> "Adder | SortednessClassifier":
     """A committed model from data/: "adder" or "sortedness-<encoding>". ValueError for an
     unknown name or a checkpoint marked interrupted (a finished model is never replaced by an
     unfinished one, but an older kit could do it); to load any other file use
     attnkit.adder.Adder.load(path) or attnkit.sortedness.load_classifier(encoding, data_dir)."""
     if not isinstance(name, str):
-        raise TypeError(f"load_pretrained takes a model name, one of {PRETRAINED}, not "
-                        f"{type(name).__name__} {name!r}; load a file with attnkit.adder.Adder.load(path)")
+        raise TypeError(
+            f"load_pretrained takes a model name, one of {PRETRAINED}, not "
+            f"{type(name).__name__} {name!r}; load a file with attnkit.adder.Adder.load(path)"
+        )
+    model: Adder | SortednessClassifier
     if name == "adder":
-        from .adder import Adder
-        model = Adder.load()
+        from . import adder
+
+        model = adder.Adder.load()
     elif name.startswith("sortedness-"):
         from .sortedness import load_classifier
+
         model = load_classifier(name.removeprefix("sortedness-"))
     else:
         raise ValueError(f"unknown pretrained model {name!r}; choose one of {PRETRAINED}")
     if model.metrics.get("interrupted"):
-        raise ValueError(f"data/ holds an interrupted, unfinished {name} model (step "
-                         f"{model.metrics.get('steps', '?')}): restore the committed file "
-                         f"(git checkout data/) or train it again (python -m attnkit train {name.split('-')[0]})")
+        raise ValueError(
+            f"data/ holds an interrupted, unfinished {name} model (step "
+            f"{model.metrics.get('steps', '?')}): restore the committed file "
+            f"(git checkout data/) or train it again (python -m attnkit train {name.split('-')[0]})"
+        )
     return model

@@ -17,6 +17,7 @@ command within a second or two, say what was kept and exit with status 128 + the
 (130 for Ctrl-C); they never replace a file with an unfinished result (an interrupted adder goes
 to adder.interrupted.pt beside --out).
 """
+
 import argparse
 import signal
 import sys
@@ -53,46 +54,76 @@ def say(message: str) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m attnkit", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m attnkit", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", help="train a committed model from its seed")
     train.add_argument("what", choices=["adder", "sortedness"])
-    train.add_argument("--out", help="adder: the checkpoint file (.pt; its report goes beside it as .json); "
-                                     "sortedness: the folder for the checkpoints and results")
+    train.add_argument(
+        "--out",
+        help="adder: the checkpoint file (.pt; its report goes beside it as .json); "
+        "sortedness: the folder for the checkpoints and results",
+    )
     study = sub.add_parser("study", help="run a study and save its results JSON")
     study.add_argument("what", choices=["ablation"])
     study.add_argument("--out", help="the results file (.json) instead of data/ablation_results.json")
     course = sub.add_parser("course", help="copy the course notebooks to DIR (a learner's own copy)")
     course.add_argument("dir", help="the folder to write (created if missing)")
-    course.add_argument("--edition", choices=["complete", "student", "self-study"], default="complete",
-                        help="complete: every solution in place (default); student: stubs for the "
-                             "solutions; self-study: each solution collapsed under its stub")
-    course.add_argument("--no-hints", action="store_true",
-                        help="student/self-study: no hint blocks, and checkers that say only whether an answer passed")
+    course.add_argument(
+        "--edition",
+        choices=["complete", "student", "self-study"],
+        default="complete",
+        help="complete: every solution in place (default); student: stubs for the "
+        "solutions; self-study: each solution collapsed under its stub",
+    )
+    course.add_argument(
+        "--no-hints",
+        action="store_true",
+        help="student/self-study: no hint blocks, and checkers that say only whether an answer passed",
+    )
     keep = course.add_mutually_exclusive_group()
-    keep.add_argument("--keep-changed", action="store_true",
-                      help="keep each notebook in DIR that differs (the learner's work) and write the rest")
+    keep.add_argument(
+        "--keep-changed",
+        action="store_true",
+        help="keep each notebook in DIR that differs (the learner's work) and write the rest",
+    )
     keep.add_argument("--force", action="store_true", help="overwrite notebooks in DIR that differ")
     student = sub.add_parser("student", help="write the student edition of the notebooks to DIR")
     student.add_argument("dir", help="the folder to write (created if missing)")
-    student.add_argument("--with-solutions", action="store_true",
-                         help="keep each solution as a collapsed block under its stub (self-study)")
+    student.add_argument(
+        "--with-solutions",
+        action="store_true",
+        help="keep each solution as a collapsed block under its stub (self-study)",
+    )
     student.add_argument("--force", action="store_true", help="overwrite notebooks in DIR that differ")
-    student.add_argument("--no-hints", action="store_true",
-                         help="no hint blocks, and checkers that say only whether an answer passed")
+    student.add_argument(
+        "--no-hints", action="store_true", help="no hint blocks, and checkers that say only whether an answer passed"
+    )
     grade = sub.add_parser("grade", help="grade submitted notebooks: a CSV row per exercise and a summary")
     grade.add_argument("notebooks", nargs="+", help="the submitted .ipynb files")
-    grade.add_argument("--csv", default="grades.csv",
-                       help="the table to write (default grades.csv); kept after each notebook, resumed on a re-run")
-    grade.add_argument("--cell-timeout", type=float, default=120,
-                       help="seconds a cell or check may run before the notebook is stopped (default 120, "
-                            "at least 10)")
+    grade.add_argument(
+        "--csv",
+        default="grades.csv",
+        help="the table to write (default grades.csv); kept after each notebook, resumed on a re-run",
+    )
+    grade.add_argument(
+        "--cell-timeout",
+        type=float,
+        default=120,
+        help="seconds a cell or check may run before the notebook is stopped (default 120, at least 10)",
+    )
     grade.add_argument("--jobs", type=int, default=1, help="notebooks graded at once (default 1; one per core)")
-    grade.add_argument("--regrade", action="store_true",
-                       help="grade again the notebooks already in the CSV (by default a re-run skips them)")
-    grade.add_argument("--no-preflight", action="store_true",
-                       help="skip the check that the course's own solutions pass here (run once per environment)")
+    grade.add_argument(
+        "--regrade",
+        action="store_true",
+        help="grade again the notebooks already in the CSV (by default a re-run skips them)",
+    )
+    grade.add_argument(
+        "--no-preflight",
+        action="store_true",
+        help="skip the check that the course's own solutions pass here (run once per environment)",
+    )
     args = parser.parse_args(argv)
     if args.command != "grade":  # the grader handles its own signals (course/grading.py)
         handle_stop_signals()
@@ -105,8 +136,10 @@ def main(argv=None) -> None:
     # One CPU thread: float sums split across threads round differently, and the committed
     # files in data/ must come out bit for bit the same on every run of these commands.
     import torch
+
     torch.set_num_threads(1)
     from .core.allocator import keep_freed_memory
+
     keep_freed_memory()  # evaluation was half page faults: see core/allocator.py
     from .core.checkpoint import DATA_DIR
     from .core.outputs import check_output_dir, check_output_file
@@ -116,13 +149,16 @@ def main(argv=None) -> None:
         if command == "train adder":
             from .adder import CHECKPOINT
             from .adder.train import check_out_path
+
             out = check_out_path(CHECKPOINT if args.out is None else args.out)
         elif command == "train sortedness":
             out = check_output_dir(DATA_DIR if args.out is None else args.out, "--out folder")
         else:
             from .experiments.ablation_studies import ABLATION_RESULTS_PATH
-            out = check_output_file(ABLATION_RESULTS_PATH if args.out is None else args.out, ".json", "--out",
-                                    kind="report")
+
+            out = check_output_file(
+                ABLATION_RESULTS_PATH if args.out is None else args.out, ".json", "--out", kind="report"
+            )
     except (ValueError, TypeError) as e:
         parser.error(str(e))
 
@@ -131,9 +167,11 @@ def main(argv=None) -> None:
             _train_adder(out)
         elif command == "train sortedness":
             from .experiments.sortedness_runs import run_experiment
+
             run_experiment(data_dir=out)
         else:
             from .experiments.ablation_studies import run_studies
+
             run_studies(path=out)
     except KeyboardInterrupt:
         kept = "its checkpoints and results" if command == "train sortedness" else "it"
@@ -147,6 +185,7 @@ def main(argv=None) -> None:
 def _edition_interrupted(e: KeyboardInterrupt, folder) -> None:
     """Ctrl-C (or SIGTERM, SIGHUP) while an edition was written: it is all or nothing, so say which."""
     from .course.editions import EditionWritten
+
     done = "the whole edition had just been written to" if isinstance(e, EditionWritten) else "nothing was written to"
     say(f"\ninterrupted: {done} {folder} (an edition is written all or nothing)")
     sys.exit(interrupted_status())
@@ -155,18 +194,23 @@ def _edition_interrupted(e: KeyboardInterrupt, folder) -> None:
 def _course(parser, args) -> None:
     from .course.editions import write_edition
     from .resources import notebooks_dir
+
     try:
         if args.no_hints and args.edition == "complete":
-            raise ValueError("--no-hints is for the student and self-study editions (the complete one has "
-                             "its solutions in place)")
-        written, kept = write_edition(notebooks_dir(), args.dir, args.edition, args.force, args.keep_changed,
-                                      hints=not args.no_hints)
+            raise ValueError(
+                "--no-hints is for the student and self-study editions (the complete one has its solutions in place)"
+            )
+        written, kept = write_edition(
+            notebooks_dir(), args.dir, args.edition, args.force, args.keep_changed, hints=not args.no_hints
+        )
     except (ValueError, OSError) as e:
         parser.error(str(e))
     except KeyboardInterrupt as e:
         _edition_interrupted(e, args.dir)
-    print(f"wrote the {args.edition} edition{' without hints' if args.no_hints else ''} of {len(written)} "
-          f"notebooks to {args.dir}")
+    print(
+        f"wrote the {args.edition} edition{' without hints' if args.no_hints else ''} of {len(written)} "
+        f"notebooks to {args.dir}"
+    )
     if kept:
         print(f"kept {len(kept)} that you changed: {', '.join(p.name for p in kept)}")
 
@@ -174,9 +218,11 @@ def _course(parser, args) -> None:
 def _student(parser, args) -> None:
     from .course.editions import write_student_edition
     from .course.grading import NOTEBOOKS_DIR
+
     try:
-        written = write_student_edition(NOTEBOOKS_DIR, args.dir, args.with_solutions, args.force,
-                                        hints=not args.no_hints)
+        written = write_student_edition(
+            NOTEBOOKS_DIR, args.dir, args.with_solutions, args.force, hints=not args.no_hints
+        )
     except (ValueError, OSError) as e:
         parser.error(str(e))
     except KeyboardInterrupt as e:
@@ -188,9 +234,12 @@ def _student(parser, args) -> None:
 
 def _grade(parser, args) -> None:
     import signal
+
     from tqdm.auto import tqdm
+
     from .core.outputs import check_output_file
     from .course.gradebook import GradingStopped, check_cell_timeout, grade_class, preflight, printable, summary
+
     try:  # everything checked before any notebook runs
         check_cell_timeout(args.cell_timeout)
         if args.jobs < 1:
@@ -198,27 +247,43 @@ def _grade(parser, args) -> None:
         out = check_output_file(args.csv, ".csv", "--csv")
         if out.exists():
             from .course.gradebook import read_csv
+
             read_csv(out)  # a file this kit did not write is never touched
     except (ValueError, TypeError, OSError) as e:
         parser.error(str(e))
 
     def stop(signum, frame):  # SIGTERM, SIGHUP: as Ctrl-C
         raise KeyboardInterrupt
+
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGHUP, stop)
     bar = tqdm(total=len(dict.fromkeys(args.notebooks)), desc="grading", unit="notebook")
-    graded = []
+    graded: list[str] = []
     try:
         if not args.no_preflight:
             bar.set_postfix_str("pre-flight: the course's own solutions")
             preflight(args.notebooks, args.cell_timeout, args.jobs)
             bar.set_postfix_str("")
-        rows, graded = grade_class(args.notebooks, out, args.cell_timeout, args.jobs, args.regrade,
-                                   progress=lambda name: (graded.append(name), bar.update()))
+
+        def progress(name: str) -> None:
+            graded.append(name)
+            bar.update()
+
+        rows, graded = grade_class(
+            args.notebooks,
+            out,
+            args.cell_timeout,
+            args.jobs,
+            args.regrade,
+            progress=progress,
+        )
     except KeyboardInterrupt:
         bar.close()
-        print(f"\ninterrupted: {len(graded)} notebook(s) graded in this run are kept in {out}; grading again "
-              "resumes with the others", file=sys.stderr)
+        print(
+            f"\ninterrupted: {len(graded)} notebook(s) graded in this run are kept in {out}; grading again "
+            "resumes with the others",
+            file=sys.stderr,
+        )
         sys.exit(INTERRUPTED)
     except GradingStopped as e:
         bar.close()
@@ -226,19 +291,29 @@ def _grade(parser, args) -> None:
         sys.exit(1)
     bar.close()
     skipped = len(dict.fromkeys(args.notebooks)) - len(graded)
-    text = summary(rows) + (f"\n({skipped} notebook(s) already in {out} were not graded again: --regrade "
-                            "grades them again)" if skipped else "") + f"\ntable: {out}"
+    text = (
+        summary(rows)
+        + (
+            f"\n({skipped} notebook(s) already in {out} were not graded again: --regrade grades them again)"
+            if skipped
+            else ""
+        )
+        + f"\ntable: {out}"
+    )
     print(printable(text, sys.stdout.encoding))
 
 
 def _train_adder(out) -> None:
     from .adder import train_pretrained
     from .adder.train import interrupted_path
+
     adder = train_pretrained(out)
     if adder.metrics.get("interrupted"):
         measured = adder.metrics.get("exact_match_on", "the held-out set")
-        say(f"\ninterrupted at step {adder.metrics['steps']}: {out} stayed as it was; the best model so "
-            f"far ({adder.metrics['exact_match']:.2%} exact match on {measured}) is in {interrupted_path(out)}")
+        say(
+            f"\ninterrupted at step {adder.metrics['steps']}: {out} stayed as it was; the best model so "
+            f"far ({adder.metrics['exact_match']:.2%} exact match on {measured}) is in {interrupted_path(out)}"
+        )
         sys.exit(interrupted_status())
 
 

@@ -1,7 +1,8 @@
 """How long a class takes to grade: copies of the course's solution and student notebooks (half the
 students hand in the solutions, half the untouched student edition), all six notebooks each,
 graded with --jobs 2 and, in the same run, the first students one at a time (the baseline); the
-time for 100 students extrapolated from each run's time per notebook. Goal: 100 students x notebooks 01-06 in at most 60 minutes on 2 cores.
+time for 100 students extrapolated from each run's time per notebook. Goal: 100 students x notebooks
+01-06 in at most 60 minutes on 2 cores.
 
     .venv/bin/python benchmarks/bench_grading.py [--students 10] [--jobs 2]
 
@@ -9,6 +10,7 @@ Prints seconds, the speed-up of --jobs over the baseline, and the 100-student ex
 On a shared machine the absolute numbers move with the load; the ratio, measured in the same run,
 less so.
 """
+
 import argparse
 import os
 import shutil
@@ -48,8 +50,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--students", type=int, default=10)
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--baseline-students", type=int, default=2,
-                        help="students graded one at a time for the baseline (its per-notebook time)")
+    parser.add_argument(
+        "--baseline-students",
+        type=int,
+        default=2,
+        help="students graded one at a time for the baseline (its per-notebook time)",
+    )
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="attnkit-bench-grading-"))
     try:
@@ -64,13 +70,19 @@ def main() -> None:
         assert same <= {(r.learner_file, r.exercise, r.passed) for r in rows}, "the two runs graded differently"
         expected = sum(1 for r in rows if int(Path(r.learner_file).name[7:10]) % 2 == 0)
         print(f"{passed} of {len(rows)} exercises passed ({expected} expected: the solution copies)")
-        for name, seconds, count in [(f"sequential, {len(baseline)} notebooks", base, len(baseline)),
-                                     (f"--jobs {args.jobs}, {n} notebooks", fast, n)]:
+        for name, seconds, count in [
+            (f"sequential, {len(baseline)} notebooks", base, len(baseline)),
+            (f"--jobs {args.jobs}, {n} notebooks", fast, n),
+        ]:
             per = seconds / count
-            print(f"{name:22s} {seconds:7.1f} s, {per:5.2f} s per notebook -> 100 students x 6 notebooks: "
-                  f"{per * 600 / 60:6.1f} min")
-        print(f"speed-up of --jobs {args.jobs} over the baseline, per notebook: "
-              f"{(base / len(baseline)) / (fast / n):.2f}x")
+            print(
+                f"{name:22s} {seconds:7.1f} s, {per:5.2f} s per notebook -> 100 students x 6 notebooks: "
+                f"{per * 600 / 60:6.1f} min"
+            )
+        print(
+            f"speed-up of --jobs {args.jobs} over the baseline, per notebook: "
+            f"{(base / len(baseline)) / (fast / n):.2f}x"
+        )
         goal = fast / n * 600 / 60
         print(f"goal (<= 60 min for 100 students on 2 cores): {'met' if goal <= 60 else 'NOT met'} ({goal:.1f} min)")
         sys.exit(0 if passed == expected else 1)

@@ -97,8 +97,8 @@ M = [
     (
         "ablation --out kind",
         "attnkit/__main__.py",
-        '".json", "--out",\n                                    kind="report")',
-        '".json", "--out")',
+        '".json", "--out", kind="report"',
+        '".json", "--out"',
         "tests/test_guards_files.py -k study_ablation",
     ),
     (
@@ -272,14 +272,14 @@ M = [
     (
         "strongest nan",
         "attnkit/interp/patching.py",
-        "for p in range(e.shape[1]) if np.isfinite(e[h, p])]",
-        "for p in range(e.shape[1])]",
+        "            for p in range(e.shape[1])\n            if np.isfinite(e[h, p])\n",
+        "            for p in range(e.shape[1])\n",
         "tests/test_guards_hooks.py -k strongest",
     ),
     (
         "patch memory",
         "attnkit/interp/patching.py",
-        "    return max(1, MEMORY_BUDGET // (PATTERN_COPIES * heads * 4 * n_pos ** 2) - 1)",
+        "    return max(1, MEMORY_BUDGET // (PATTERN_COPIES * heads * 4 * n_pos**2) - 1)",
         "    return 1 << 30",
         "tests/test_guards_hooks.py -k memory_budget",
     ),

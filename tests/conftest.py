@@ -1,5 +1,6 @@
 """What several test modules share: one torch thread, the system's Chromium (or a skip, never
 a skip under CI), and reading an exercise checker's one line."""
+
 import contextlib
 import io
 import os
@@ -17,8 +18,14 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 # headless as root, on a machine whose network is closed: no sandbox, no background connections
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def checker_line(check, code) -> tuple[bool, str]:
@@ -77,8 +84,10 @@ def one_thread():
 def chromium() -> str:
     if CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK):
         return str(CHROMIUM)
-    message = (f"Chromium not found at {CHROMIUM}: `make test` installs it (apt-get install chromium), "
-               f"or set CHROMIUM=/path/to/chromium")
+    message = (
+        f"Chromium not found at {CHROMIUM}: `make test` installs it (apt-get install chromium), "
+        f"or set CHROMIUM=/path/to/chromium"
+    )
     if in_ci():
         pytest.fail(message + " — CI must run the browser tests")
     pytest.skip(message)

@@ -1,20 +1,22 @@
-"""attnkit.interp (ablation, sweep, studies): the context manager, the mean, the refusal, and the fast sweep's exactness.
+"""attnkit.interp (ablation, sweep, studies): the context manager, the mean, the refusal, and the fast
+sweep's exactness.
 
 Most tests use an untrained model. Its answers are wrong, so where an accuracy must move,
 the targets are the intact model's own greedy answers: the intact model then scores 100 %
 and every ablation that changes an answer shows up.
 """
+
 import numpy as np
 import pytest
 import torch
 
 from attnkit import interp as A
 from attnkit.adder import CHECKPOINT, Adder
+from attnkit.adder.data import BOS, EOS, PAD, carry_stats, load_test_set
 from attnkit.adder.evaluate import mean_z
+from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
 from attnkit.core.hooks import gate_z
 from attnkit.interp.sweep import _decide
-from attnkit.adder.data import BOS, EOS, PAD, carry_stats, load_test_set
-from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -165,20 +167,23 @@ def test_the_fast_sweep_equals_the_plain_loop_exactly(adder, small, mode):
     # Small batches (several blocks, several row chunks) and the greedy fallback alone agree too.
     np.testing.assert_array_equal(A.fast_matches(adder, p, configs, mode, rows=150), plain)
     base = ["dec.self.0.1", "enc.self.1.2"]  # ablations on top of others (joint pruning's steps)
-    np.testing.assert_array_equal(A.fast_matches(adder, p, configs[:9], mode, base=base),
-                                  A.plain_matches(adder, p, [base + c for c in configs[:9]], mode))
+    np.testing.assert_array_equal(
+        A.fast_matches(adder, p, configs[:9], mode, base=base),
+        A.plain_matches(adder, p, [base + c for c in configs[:9]], mode),
+    )
     some = [0, 1, 9, 17, 25, 26]
-    np.testing.assert_array_equal(A.fast_matches(adder, p, [configs[i] for i in some], mode, margin=float("inf")),
-                                  plain[some])
+    np.testing.assert_array_equal(
+        A.fast_matches(adder, p, [configs[i] for i in some], mode, margin=float("inf")), plain[some]
+    )
 
 
 def test_decide_trusts_only_clear_margins():
     gold = torch.tensor([[1, 2, PAD], [1, 2, PAD], [1, 2, PAD], [1, 2, PAD]])
     logits = torch.zeros(4, 3, 14)
     logits[:, 0, 1] = logits[:, 1, 2] = 5.0  # all right ...
-    logits[1, 0, 3] = 9.0                      # ... but row 1 is clearly wrong at position 0
-    logits[2, 1, 7] = 5.0 - 1e-5               # row 2: a near tie where it matters
-    logits[3, 0, 3] = 9.0                      # row 3: clearly wrong first; a later tie is irrelevant
+    logits[1, 0, 3] = 9.0  # ... but row 1 is clearly wrong at position 0
+    logits[2, 1, 7] = 5.0 - 1e-5  # row 2: a near tie where it matters
+    logits[3, 0, 3] = 9.0  # row 3: clearly wrong first; a later tie is irrelevant
     logits[3, 1, 7] = 5.0
     right, unsure = _decide(logits, gold, margin=1e-3)
     assert right.tolist() == [True, False, False, False]
@@ -213,8 +218,11 @@ def test_gradient_importance_is_the_mean_absolute_gate_gradient(adder, small):
 
     def loss(g):
         gate = torch.tensor([1.0, g, 1.0, 1.0])
-        logits = adder.model.run_with_hooks(p.src, p.tgt_in, hooks=[("dec.cross.0.hook_z", lambda z, hook: gate_z(z, gate))])
+        logits = adder.model.run_with_hooks(
+            p.src, p.tgt_in, hooks=[("dec.cross.0.hook_z", lambda z, hook: gate_z(z, gate))]
+        )
         return torch.nn.functional.cross_entropy(logits[0], p.gold[0], ignore_index=PAD, reduction="sum").item()
+
     with torch.no_grad():
         fd = abs(loss(1 + 1e-2) - loss(1 - 1e-2)) / 2e-2
     assert one["raw"]["dec.cross.0.1"] == pytest.approx(fd, rel=1e-2)
@@ -231,8 +239,8 @@ def test_sweep_and_carry_bookkeeping_on_a_known_matrix(adder):
     a, b = load_test_set()
     n_carries, chain = carry_stats(a, b)
     correct = np.ones((25, len(a)), dtype=bool)
-    correct[1, :100] = False              # enc.self.0.0 breaks 100 problems: 1 point
-    correct[24, n_carries >= 1] = False   # dec.cross.1.3 breaks every carry problem
+    correct[1, :100] = False  # enc.self.0.0 breaks 100 problems: 1 point
+    correct[24, n_carries >= 1] = False  # dec.cross.1.3 breaks every carry problem
     with pytest.warns(UserWarning):
         sweep = A.single_head_sweep(adder, force=True, correct=correct)
         carries = A.carry_breakdown(adder, force=True, correct=correct)
@@ -250,12 +258,14 @@ def test_fast_equals_plain_on_the_trained_adder():
     p = A.Problems.from_operands(trained.model, a[::40], b[::40])  # 250 problems across the set
     configs = [[]] + [[h] for h in trained.heads]
     for mode in A.MODES:
-        np.testing.assert_array_equal(A.fast_matches(trained, p, configs, mode),
-                                      A.plain_matches(trained, p, configs, mode))
+        np.testing.assert_array_equal(
+            A.fast_matches(trained, p, configs, mode), A.plain_matches(trained, p, configs, mode)
+        )
 
 
 def test_the_explorer_reports_errors_inside_itself(adder):
     from attnkit.ui.widgets import AblationExplorer
+
     explorer = AblationExplorer(adder, n_problems=200)  # untrained: refused, said in the widget
     assert "99 %" in explorer.output.value and all(t.disabled for t in explorer.toggles.values())
     with pytest.warns(UserWarning, match="measures nothing"):

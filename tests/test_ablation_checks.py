@@ -1,5 +1,6 @@
 """Notebook 04's checkers: correct solutions written differently pass; planted mistakes get their
 own hint; whatever a learner hands over gives one line (❌ or ⏳) and False, never a traceback."""
+
 import functools
 import json
 from pathlib import Path
@@ -13,7 +14,8 @@ from attnkit.adder.data import PAD
 from attnkit.core.hooks import gate_z
 from attnkit.exercises import ablation as C
 from attnkit.exercises import models as check_models
-from conftest import assert_hint as fails_with, checker_line
+from conftest import assert_hint as fails_with
+from conftest import checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "04_head_ablation.ipynb"
 STUB = 'raise NotImplementedError("your code here")'
@@ -45,6 +47,7 @@ def stub(*args, **kwargs):
 
 def weird_inputs():
     """What a learner might hand any checker by mistake."""
+
     class Plain:  # a class that is not an nn.Module, and whose instances are not callable
         def __init__(self, *args):
             pass
@@ -52,19 +55,38 @@ def weird_inputs():
     def generator(*args):
         yield 1
 
-    return [None, [1, 2, 3], np.zeros(3), torch.zeros(3), Plain, generator, (lambda: 0), (lambda *a: None),
-            (lambda *a: [0.0] * 3), (lambda *a: np.zeros((2, 2))), "my_function", 3]
+    return [
+        None,
+        [1, 2, 3],
+        np.zeros(3),
+        torch.zeros(3),
+        Plain,
+        generator,
+        (lambda: 0),
+        (lambda *a: None),
+        (lambda *a: [0.0] * 3),
+        (lambda *a: np.zeros((2, 2))),
+        "my_function",
+        3,
+    ]
 
 
 def test_notebook_solutions_pass_and_stubs_wait(capsys):
     ns = solutions()
-    for check, name in [(C.check_ablation_hook, "my_ablation_hook"), (C.check_mean_z, "my_mean_z"),
-                        (C.check_prune_order, "my_prune_order"), (C.check_head_importance, "my_head_importance")]:
+    for check, name in [
+        (C.check_ablation_hook, "my_ablation_hook"),
+        (C.check_mean_z, "my_mean_z"),
+        (C.check_prune_order, "my_prune_order"),
+        (C.check_head_importance, "my_head_importance"),
+    ]:
         assert run(check, ns[name], capsys)[0], name
         ok, line = run(check, stub, capsys)
         assert not ok and line.startswith("⏳"), line
     source = NOTEBOOK.read_text()
-    assert source.count("### BEGIN SOLUTION") == 4 and "from attnkit.exercises import ablation as ablation_checks" in source
+    assert (
+        source.count("### BEGIN SOLUTION") == 4
+        and "from attnkit.exercises import ablation as ablation_checks" in source
+    )
 
 
 def test_notebook_exercise_cells(capsys):
@@ -74,13 +96,19 @@ def test_notebook_exercise_cells(capsys):
     found = []
     for i, cell in enumerate(cells):
         meta = cell["metadata"].get("nbgrader")
-        if not meta or not meta.get("solution"):   # check cells are nbgrader tests
+        if not meta or not meta.get("solution"):  # check cells are nbgrader tests
             continue
         title, source, check = "".join(cells[i - 1]["source"]), "".join(cell["source"]), cells[i + 1]
         assert title.startswith("### ⭐") and " Exercise: " in title.splitlines()[0], title
         assert "<details><summary>Hint</summary>\n\n" in title and title.rstrip().endswith("</details>")
-        assert meta == {"grade": False, "grade_id": meta["grade_id"], "locked": False, "schema_version": 3,
-                        "solution": True, "task": False}
+        assert meta == {
+            "grade": False,
+            "grade_id": meta["grade_id"],
+            "locked": False,
+            "schema_version": 3,
+            "solution": True,
+            "task": False,
+        }
         assert (check["metadata"]["tags"], check["metadata"]["attnkit"]) == (["check"], {"exercise": meta["grade_id"]})
         call = "".join(check["source"]).strip()
         assert call.startswith("ablation_checks.check_") and call.endswith(");") and "\n" not in call, call
@@ -88,7 +116,7 @@ def test_notebook_exercise_cells(capsys):
         for line in lines:
             if line.strip() == "### BEGIN SOLUTION":
                 inside = True
-                stubbed.append(line[:len(line) - len(line.lstrip())] + STUB)
+                stubbed.append(line[: len(line) - len(line.lstrip())] + STUB)
             elif line.strip() == "### END SOLUTION":
                 inside = False
             elif not inside:
@@ -104,17 +132,20 @@ def test_notebook_exercise_cells(capsys):
 
 # ---------------------------------------------------------------- ablation hook
 
+
 def hook_clone(head, fill=None):
     def hook(z, hook):
         z = z.clone()
         z[:, head] = 0.0 if fill is None else fill[head]
         return z
+
     return hook
 
 
 def hook_in_place(head, fill=None):  # changes z in place and returns nothing: HookPoint keeps it
     def hook(z, hook):
         z[:, head] = 0 if fill is None else fill[head]
+
     return hook
 
 
@@ -123,6 +154,7 @@ def hook_gate(head, fill=None):  # the kit's own blend, with a keep vector
         keep = torch.ones(z.size(1))
         keep[head] = 0
         return gate_z(z, keep, fill)
+
     return hook
 
 
@@ -141,18 +173,22 @@ def hook_partial(head, fill=None):  # TransformerLens style: a hook with extra a
         out = z.clone()
         out[:, head, :, :] = torch.zeros(z.shape[-1]) if fill is None else fill[head].clone()
         return out
+
     return functools.partial(ablate, head=head, fill=fill)
 
 
 def hook_mistake(edit, returns=True, clone=True):
     """A hook factory whose hook applies edit(z, head, fill) to z."""
+
     def make(head, fill=None):
         def hook(z, hook):
             if clone:
                 z = z.clone()
             edit(z, head, fill)
             return z if returns else None
+
         return hook
+
     return make
 
 
@@ -163,7 +199,7 @@ def _set(z, index, value):
 def test_ablation_hook_correct_variants(capsys):
     for good in (hook_clone, hook_in_place, HookClass, hook_partial):
         assert run(C.check_ablation_hook, good, capsys)[0], good
-    passed, line = run(C.check_ablation_hook, hook_gate, capsys)   # the kit's own gate_z does the work
+    passed, line = run(C.check_ablation_hook, hook_gate, capsys)  # the kit's own gate_z does the work
     assert not passed and "calls the kit's own attnkit.core.hooks.gate_z" in line, line
 
 
@@ -176,46 +212,63 @@ def test_ablation_hook_mistakes(capsys):
         hook_mistake(lambda z, h, f: z.zero_()): "every head of the layer",
         hook_mistake(lambda z, h, f: _set(z, (slice(None), h), value(f, h)), returns=False): "returned None and left z",
         hook_mistake(lambda z, h, f: _set(z, (slice(None), h), 0.0)): "you put 0 there",
-        hook_mistake(lambda z, h, f: _set(z, (slice(None), h), z[:, h].mean(dim=(0, 1)) if f is not None else 0.0)):
-            "this batch's own mean",
-        hook_mistake(lambda z, h, f: _set(z, (slice(None), h), z[:, h].mean(dim=1, keepdim=True)
-                                          if f is not None else 0.0)): "this batch's own mean",
-        hook_mistake(lambda z, h, f: _set(z, (slice(None), h), f.mean(0) if f is not None else 0.0)):
-            "averaged fill over the heads",
-        hook_mistake(lambda z, h, f: _set(z, (slice(None), h), f[h].mean() if f is not None else 0.0)):
-            "into one number",
+        hook_mistake(
+            lambda z, h, f: _set(z, (slice(None), h), z[:, h].mean(dim=(0, 1)) if f is not None else 0.0)
+        ): "this batch's own mean",
+        hook_mistake(
+            lambda z, h, f: _set(z, (slice(None), h), z[:, h].mean(dim=1, keepdim=True) if f is not None else 0.0)
+        ): "this batch's own mean",
+        hook_mistake(
+            lambda z, h, f: _set(z, (slice(None), h), f.mean(0) if f is not None else 0.0)
+        ): "averaged fill over the heads",
+        hook_mistake(
+            lambda z, h, f: _set(z, (slice(None), h), f[h].mean() if f is not None else 0.0)
+        ): "into one number",
         hook_mistake(lambda z, h, f: _set(z, (slice(None), h - 1), value(f, h - 1))): "heads are 0-based",
         hook_mistake(lambda z, h, f: _set(z, (slice(None), h, 0), value(f, h))): "only part of the head",
         hook_mistake(lambda z, h, f: _set(z, (0, h), value(f, h))): "only part of the head",
-        hook_mistake(lambda z, h, f: z[:, h].add_(f[h]) if f is not None else _set(z, (slice(None), h), 0.0)):
-            "you added fill[head]",
-        hook_mistake(lambda z, h, f: _set(z, (slice(None), h), f[(h + 1) % len(f)] if f is not None else 0.0)):
-            "use the removed head's own mean",
+        hook_mistake(
+            lambda z, h, f: z[:, h].add_(f[h]) if f is not None else _set(z, (slice(None), h), 0.0)
+        ): "you added fill[head]",
+        hook_mistake(
+            lambda z, h, f: _set(z, (slice(None), h), f[(h + 1) % len(f)] if f is not None else 0.0)
+        ): "use the removed head's own mean",
         hook_mistake(lambda z, h, f: None): "leaves z unchanged",
-        (lambda head, fill=None: (lambda z, hook: z[:, head] * 0)): "only the head's slice",
-        (lambda head, fill=None: (lambda z, hook: z.numpy())): "torch tensor",
+        (lambda head, fill=None: lambda z, hook: z[:, head] * 0): "only the head's slice",
+        (lambda head, fill=None: lambda z, hook: z.numpy()): "torch tensor",
         (lambda head, fill=None: torch.zeros(3)): "should return a function",
-        (lambda head, fill=None: (lambda z: z)): "TypeError",                           # hook without `hook` arg
+        (lambda head, fill=None: lambda z: z): "TypeError",  # hook without `hook` arg
         hook_mistake(lambda z, h, f: _set(z, (slice(None), h), 0.0 if f is None else f)): "fill[head], shape (d_head,)",
         hook_mistake(lambda z, h, f: _set(z, (slice(None), h), f[h] if f else 0.0)): "`fill is None`",
-        hook_mistake(lambda z, h, f: _set(z, (slice(None), h), 0.0) if f is None else  # a "running mean" in fill
-                     (_set(f, h, z[:, h].mean(dim=(0, 1))), _set(z, (slice(None), h), f[h]))):
-            "changed `fill` in place",
+        hook_mistake(
+            lambda z, h, f: (
+                _set(z, (slice(None), h), 0.0)
+                if f is None
+                # a "running mean" in fill
+                else (_set(f, h, z[:, h].mean(dim=(0, 1))), _set(z, (slice(None), h), f[h]))
+            )
+        ): "changed `fill` in place",
     }
     for fn, hint in mistakes.items():
         fails_with(C.check_ablation_hook, fn, hint, capsys)
 
 
 def test_ablation_hook_never_raises(capsys):
-    never_raises(C.check_ablation_hook, weird_inputs() + [
-        lambda fill, head: hook_clone(head, fill),       # arguments swapped
-        lambda head: hook_clone(head),                    # no fill argument
-        lambda head, fill=None: (lambda z, hook: [z]),    # a list
-        lambda head, fill=None: (lambda z, hook: (x for x in z)),
-    ], capsys)
+    never_raises(
+        C.check_ablation_hook,
+        weird_inputs()
+        + [
+            lambda fill, head: hook_clone(head, fill),  # arguments swapped
+            lambda head: hook_clone(head),  # no fill argument
+            lambda head, fill=None: lambda z, hook: [z],  # a list
+            lambda head, fill=None: lambda z, hook: (x for x in z),
+        ],
+        capsys,
+    )
 
 
 # ---------------------------------------------------------------- mean z
+
 
 def mean_mask(z, real):
     return (z * real[:, None, :, None]).sum(dim=(0, 2)) / real.sum()
@@ -253,14 +306,16 @@ def test_mean_z_mistakes(capsys):
     mistakes = {
         (lambda z, real: z.mean(dim=(0, 2))): "padding positions counted",
         (lambda z, real: (z * real[:, None, :, None]).sum(dim=(0, 2)) / real.numel()): "divided by every position",
-        (lambda z, real: ((z * real[:, None, :, None]).sum(2) / real.sum(1)[:, None, None]).mean(0)):
-            "averaged each problem's mean",
+        (
+            lambda z, real: ((z * real[:, None, :, None]).sum(2) / real.sum(1)[:, None, None]).mean(0)
+        ): "averaged each problem's mean",
         (lambda z, real: (z * ~real[:, None, :, None]).sum(dim=(0, 2)) / (~real).sum()): "mask is inverted",
         (lambda z, real: z.mean(dim=(0, 1))): "averaged over the heads",
         (lambda z, real: (z * real[:, None, :, None]).sum(2) / real.sum(1)[:, None, None]): "kept the batch axis",
         (lambda z, real: mean_mask(z, real).mean(-1)): "averaged d_head away",
-        (lambda z, real: (z * real[:, None, :, None]).sum(dim=(0, 2)) / real[:, None, :, None].expand_as(z).sum()):
-            "× the right one",
+        (
+            lambda z, real: (z * real[:, None, :, None]).sum(dim=(0, 2)) / real[:, None, :, None].expand_as(z).sum()
+        ): "× the right one",
         (lambda z, real: (z * real[:, None, :, None]).sum(0) / real.sum()): "kept the position axis",
         (lambda z, real: z[real].mean(0)): "z.transpose(1, 2)[real]",
         (lambda z, real: (z * real[:, None, None, :]).sum(dim=(0, 2)) / real.sum()): "real[:, None, :, None]",
@@ -273,11 +328,15 @@ def test_mean_z_mistakes(capsys):
 
 
 def test_mean_z_never_raises(capsys):
-    never_raises(C.check_mean_z, weird_inputs() + [lambda real, z: mean_mask(z, real), lambda z: z.mean(0),
-                                                   lambda z, real: "mean"], capsys)
+    never_raises(
+        C.check_mean_z,
+        weird_inputs() + [lambda real, z: mean_mask(z, real), lambda z: z.mean(0), lambda z, real: "mean"],
+        capsys,
+    )
 
 
 # ---------------------------------------------------------------- greedy joint pruning
+
 
 def prune_max(heads, accuracy):
     removed, remaining, curve = [], list(heads), [accuracy([])]
@@ -403,13 +462,18 @@ def test_prune_order_mistakes(capsys):
 
 
 def test_prune_order_never_raises(capsys):
-    never_raises(C.check_prune_order, weird_inputs() + [
-        lambda accuracy, heads: prune_max(heads, accuracy),  # arguments swapped
-        lambda heads, accuracy: ("order", "curve"),
-        lambda heads, accuracy: (prune_max(heads, accuracy)[0], None),
-        lambda heads, accuracy: ([{"a": 1}], [0.0]),
-        lambda heads, accuracy: (prune_max(heads, accuracy)[0], ["x"] * (len(heads) + 1)),
-    ], capsys)
+    never_raises(
+        C.check_prune_order,
+        weird_inputs()
+        + [
+            lambda accuracy, heads: prune_max(heads, accuracy),  # arguments swapped
+            lambda heads, accuracy: ("order", "curve"),
+            lambda heads, accuracy: (prune_max(heads, accuracy)[0], None),
+            lambda heads, accuracy: ([{"a": 1}], [0.0]),
+            lambda heads, accuracy: (prune_max(heads, accuracy)[0], ["x"] * (len(heads) + 1)),
+        ],
+        capsys,
+    )
 
 
 def test_pruning_cases_have_no_ties_and_punish_one_shot():
@@ -427,6 +491,7 @@ def test_pruning_cases_have_no_ties_and_punish_one_shot():
 
 
 # ---------------------------------------------------------------- gradient importance
+
 
 def importance_autograd(model, name, batches):
     n_heads = model.attention_modules()[name].n_heads
@@ -448,7 +513,7 @@ def importance_per_problem(model, name, batches):
     with model.hooks([(f"{name}.hook_z", lambda z, hook: z * gate.view(1, -1, 1, 1))]):
         for src, tgt_in, gold in batches:
             for i in range(len(src)):
-                logits = model(src[i:i + 1], tgt_in[i:i + 1])
+                logits = model(src[i : i + 1], tgt_in[i : i + 1])
                 real = gold[i] != PAD
                 loss = -logits[0].log_softmax(-1)[real].gather(1, gold[i][real][:, None]).sum()
                 gate.grad = None
@@ -465,6 +530,7 @@ def importance_backward(model, name, batches):
 
         def hook(z, hook):
             return torch.einsum("bhpd,bh->bhpd", z, gate)
+
         logits = model.run_with_hooks(src, tgt_in, hooks=[(f"{name}.hook_z", hook)])
         losses = F.cross_entropy(logits.transpose(1, 2), gold, ignore_index=PAD, reduction="none").sum(1)
         losses.sum().backward()
@@ -477,10 +543,10 @@ def importance_on_pattern(model, name, batches):
     total, n = 0.0, 0
     for src, tgt_in, gold in batches:
         gate = torch.ones(len(src), model.cfg.n_heads, requires_grad=True)
-        logits = model.run_with_hooks(src, tgt_in, hooks=[(f"{name}.hook_pattern",
-                                                            lambda p, hook: p * gate[:, :, None, None])])
-        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), gold.reshape(-1), ignore_index=PAD,
-                               reduction="sum")
+        logits = model.run_with_hooks(
+            src, tgt_in, hooks=[(f"{name}.hook_pattern", lambda p, hook: p * gate[:, :, None, None])]
+        )
+        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), gold.reshape(-1), ignore_index=PAD, reduction="sum")
         total = total + torch.autograd.grad(loss, gate)[0].abs().sum(0)
         n += len(src)
     return total / n
@@ -491,9 +557,21 @@ def test_head_importance_correct_variants(capsys):
         assert run(C.check_head_importance, good, capsys)[0], good
 
 
-def importance_variant(*, shared=False, absolute=True, accumulate=False, reduction="sum", divide="problems",
-                       at=1.0, ignore_pad=True, normalise=False, module=None, abs_after=False):
+def importance_variant(
+    *,
+    shared=False,
+    absolute=True,
+    accumulate=False,
+    reduction="sum",
+    divide="problems",
+    at=1.0,
+    ignore_pad=True,
+    normalise=False,
+    module=None,
+    abs_after=False,
+):
     """The reference with one planted mistake."""
+
     def fn(model, name, batches):
         name = module or name
         n_heads = model.cfg.n_heads
@@ -503,10 +581,12 @@ def importance_variant(*, shared=False, absolute=True, accumulate=False, reducti
             if not (shared and accumulate):
                 gate = torch.full((n_heads,) if shared else (len(src), n_heads), at, requires_grad=True)
             shape = (1, -1, 1, 1) if shared else (len(src), -1, 1, 1)
-            logits = model.run_with_hooks(src, tgt_in, hooks=[(f"{name}.hook_z",
-                                                                lambda z, hook: z * gate.view(*shape))])
-            loss = F.cross_entropy(logits.flatten(0, 1), gold.flatten(), ignore_index=PAD if ignore_pad else -100,
-                                   reduction=reduction)
+            logits = model.run_with_hooks(
+                src, tgt_in, hooks=[(f"{name}.hook_z", lambda z, hook: z * gate.view(*shape))]
+            )
+            loss = F.cross_entropy(
+                logits.flatten(0, 1), gold.flatten(), ignore_index=PAD if ignore_pad else -100, reduction=reduction
+            )
             loss.backward()
             g = gate.grad.clone()
             g = g.abs() if absolute and not abs_after else g
@@ -523,6 +603,7 @@ def importance_variant(*, shared=False, absolute=True, accumulate=False, reducti
             out = total
         out = out.abs() if abs_after else out
         return out / out.norm() if normalise else out
+
     return fn
 
 
@@ -544,8 +625,9 @@ def test_head_importance_mistakes(capsys):
     def weight_gradient(model, name, batches):
         model.zero_grad()
         for src, tgt_in, gold in batches:
-            F.cross_entropy(model(src, tgt_in).flatten(0, 1), gold.flatten(), ignore_index=PAD,
-                            reduction="sum").backward()
+            F.cross_entropy(
+                model(src, tgt_in).flatten(0, 1), gold.flatten(), ignore_index=PAD, reduction="sum"
+            ).backward()
         module = model.attention_modules()[name]
         return module.W_O.weight.grad.view(module.d_model, module.n_heads, module.d_head).abs().sum((0, 2))
 
@@ -591,12 +673,17 @@ def test_head_importance_mistakes(capsys):
 
 
 def test_head_importance_never_raises(capsys):
-    never_raises(C.check_head_importance, weird_inputs() + [
-        lambda name, model, batches: importance_autograd(model, name, batches),  # arguments swapped
-        lambda model, batches: 0,
-        lambda model, name, batches: {"h": 1},
-        lambda model, name, batches: ["a", "b", "c"],
-    ], capsys)
+    never_raises(
+        C.check_head_importance,
+        weird_inputs()
+        + [
+            lambda name, model, batches: importance_autograd(model, name, batches),  # arguments swapped
+            lambda model, batches: 0,
+            lambda model, name, batches: {"h": 1},
+            lambda model, name, batches: ["a", "b", "c"],
+        ],
+        capsys,
+    )
 
 
 def test_importance_mistakes_are_told_apart():
@@ -612,14 +699,22 @@ def test_importance_mistakes_are_told_apart():
             assert ((candidate - want).abs() / want.abs().max()).max() > 0.05, (name, hint)
 
 
-@pytest.mark.parametrize("check", [C.check_ablation_hook, C.check_mean_z, C.check_prune_order,
-                                   C.check_head_importance])
+@pytest.mark.parametrize("check", [C.check_ablation_hook, C.check_mean_z, C.check_prune_order, C.check_head_importance])
 def test_a_checker_bug_is_one_line(check, capsys, monkeypatch):
     """Even an exception in the checker itself (here: a broken helper) prints one ❌ line."""
     monkeypatch.setattr(C, "_same", lambda *a, **k: 1 / 0)
     monkeypatch.setattr(C, "_array", lambda *a, **k: 1 / 0)
     monkeypatch.setattr(C, "_pruning_cases", lambda: 1 / 0)
-    ok, line = run(check, solutions()[{C.check_ablation_hook: "my_ablation_hook", C.check_mean_z: "my_mean_z",
-                                        C.check_prune_order: "my_prune_order",
-                                        C.check_head_importance: "my_head_importance"}[check]], capsys)
+    ok, line = run(
+        check,
+        solutions()[
+            {
+                C.check_ablation_hook: "my_ablation_hook",
+                C.check_mean_z: "my_mean_z",
+                C.check_prune_order: "my_prune_order",
+                C.check_head_importance: "my_head_importance",
+            }[check]
+        ],
+        capsys,
+    )
     assert not ok and line.startswith("❌")

@@ -1,4 +1,5 @@
 """The ablation figures and tables, drawn from the committed results file."""
+
 import io
 
 import pytest

@@ -1,4 +1,5 @@
 """The committed adder checkpoint and the public API other parts rely on."""
+
 import pytest
 
 import attnkit
@@ -43,7 +44,11 @@ def test_run_with_cache_patterns_are_the_ones_used_for_the_answer(adder):
     answers, cache = adder.run_with_cache(["663+497", "5+5"])
     assert answers == ["1160", "10"]
     src, tgt = adder.labels(cache, 1)
-    assert src == ["0", "0", "5", "+", "0", "0", "5"] and tgt == ["<s>", "1", "0"]  # the inputs that wrote "1", "0", "</s>"
+    assert src == ["0", "0", "5", "+", "0", "0", "5"] and tgt == [
+        "<s>",
+        "1",
+        "0",
+    ]  # the inputs that wrote "1", "0", "</s>"
     assert cache["dec.cross.0.hook_pattern"].shape == (2, 4, 5, 7)  # queries: <s> + up to 4 digits
 
 

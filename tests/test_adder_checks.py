@@ -1,6 +1,7 @@
 """Notebook 02's checkers (attnkit.exercises.adder): the notebook's solutions and correct variants
 written differently pass; planted mistakes get their own hint; whatever a learner hands over gives
 exactly one line and no traceback; an unfilled stub gives ⏳; the checkers leave the global RNG alone."""
+
 import re
 from pathlib import Path
 
@@ -15,8 +16,12 @@ from attnkit.exercises import models as check_models
 from conftest import assert_hint, checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "02_training_the_adder.ipynb"
-CHECKS = {"02-shift": C.check_shift, "02-loss": C.check_teacher_forcing_loss,
-          "02-accuracy": C.check_accuracies, "02-greedy": C.check_greedy}
+CHECKS = {
+    "02-shift": C.check_shift,
+    "02-loss": C.check_teacher_forcing_loss,
+    "02-accuracy": C.check_accuracies,
+    "02-greedy": C.check_greedy,
+}
 
 
 def run(check, fn):
@@ -28,6 +33,7 @@ def stub(*args):
 
 
 # ---------------------------------------------------------------- the notebook's solutions
+
 
 def solution_namespace():
     """Every solution cell of notebook 02, executed: its functions by name."""
@@ -59,8 +65,12 @@ def test_the_student_stubs_say_not_implemented():
     nb = nbformat.read(NOTEBOOK, as_version=4)
     for cell in nb.cells:
         if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
-            source = re.sub(r"( *)### BEGIN SOLUTION.*?### END SOLUTION",
-                            lambda m: f'{m[1]}raise NotImplementedError("your code here")', cell.source, flags=re.S)
+            source = re.sub(
+                r"( *)### BEGIN SOLUTION.*?### END SOLUTION",
+                lambda m: f'{m[1]}raise NotImplementedError("your code here")',
+                cell.source,
+                flags=re.S,
+            )
             namespace = {"torch": torch, "F": F, "np": np}
             exec(source, namespace)
             fn = next(v for k, v in namespace.items() if k.startswith("my_"))
@@ -84,20 +94,41 @@ def generator_result(*args):
 
 
 @pytest.mark.parametrize("check", CHECKS.values(), ids=CHECKS.keys())
-@pytest.mark.parametrize("fn", [
-    lambda: None,                                   # wrong signature
-    lambda *args: None,                             # forgot return
-    lambda *args: [[1, 2], [3, 4]],                 # lists
-    lambda *args: np.zeros((2, 3)),                 # a numpy array
-    lambda *args: (np.array(["a", "b"]),) * 2,      # numpy strings
-    lambda *args: (np.zeros(3), None),
-    lambda *args: "0.5",
-    lambda *args: generator_result(*args),
-    lambda *args: torch.full((2, 2), float("nan")),
-    lambda *args: 1 / 0,
-    NotAModule, None, 42, torch.nn.Linear(2, 2),
-], ids=["signature", "none", "list", "numpy", "numpy-str", "pair-with-none", "str", "generator", "nan", "zerodiv",
-        "class", "fn-none", "int", "module"])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda: None,  # wrong signature
+        lambda *args: None,  # forgot return
+        lambda *args: [[1, 2], [3, 4]],  # lists
+        lambda *args: np.zeros((2, 3)),  # a numpy array
+        lambda *args: (np.array(["a", "b"]),) * 2,  # numpy strings
+        lambda *args: (np.zeros(3), None),
+        lambda *args: "0.5",
+        lambda *args: generator_result(*args),
+        lambda *args: torch.full((2, 2), float("nan")),
+        lambda *args: 1 / 0,
+        NotAModule,
+        None,
+        42,
+        torch.nn.Linear(2, 2),
+    ],
+    ids=[
+        "signature",
+        "none",
+        "list",
+        "numpy",
+        "numpy-str",
+        "pair-with-none",
+        "str",
+        "generator",
+        "nan",
+        "zerodiv",
+        "class",
+        "fn-none",
+        "int",
+        "module",
+    ],
+)
 def test_never_raises(check, fn):
     passed, line = run(check, fn)
     assert not passed and line[0] in "❌⏳", line
@@ -106,8 +137,12 @@ def test_never_raises(check, fn):
 @pytest.mark.parametrize("check", CHECKS.values(), ids=CHECKS.keys())
 def test_checkers_leave_the_global_rng_alone(check):
     namespace, _ = solution_namespace()
-    fn = {C.check_shift: "my_shift", C.check_teacher_forcing_loss: "my_teacher_forcing_loss",
-          C.check_accuracies: "my_accuracies", C.check_greedy: "my_greedy"}[check]
+    fn = {
+        C.check_shift: "my_shift",
+        C.check_teacher_forcing_loss: "my_teacher_forcing_loss",
+        C.check_accuracies: "my_accuracies",
+        C.check_greedy: "my_greedy",
+    }[check]
     state = torch.get_rng_state()
     assert run(check, namespace[fn])[0]
     assert torch.equal(state, torch.get_rng_state())
@@ -115,13 +150,18 @@ def test_checkers_leave_the_global_rng_alone(check):
 
 # ---------------------------------------------------------------- shift
 
-@pytest.mark.parametrize("fn", [
-    lambda tgt: (tgt[:, :-1], tgt[:, 1:]),
-    lambda tgt: [tgt.narrow(1, 0, tgt.size(1) - 1), tgt.narrow(1, 1, tgt.size(1) - 1)],
-    lambda tgt: (np.asarray(tgt)[:, :-1], np.asarray(tgt)[:, 1:]),          # numpy inside and out
-    lambda tgt: (torch.stack([row[:-1] for row in tgt]), torch.stack([row[1:] for row in tgt])),
-    lambda tgt: (tgt.clone()[..., :-1].float(), tgt.roll(-1, 1)[:, :-1]),   # float ids, roll then cut
-], ids=["slices", "narrow", "numpy", "per-row", "float-roll"])
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda tgt: (tgt[:, :-1], tgt[:, 1:]),
+        lambda tgt: [tgt.narrow(1, 0, tgt.size(1) - 1), tgt.narrow(1, 1, tgt.size(1) - 1)],
+        lambda tgt: (np.asarray(tgt)[:, :-1], np.asarray(tgt)[:, 1:]),  # numpy inside and out
+        lambda tgt: (torch.stack([row[:-1] for row in tgt]), torch.stack([row[1:] for row in tgt])),
+        lambda tgt: (tgt.clone()[..., :-1].float(), tgt.roll(-1, 1)[:, :-1]),  # float ids, roll then cut
+    ],
+    ids=["slices", "narrow", "numpy", "per-row", "float-roll"],
+)
 def test_shift_correct_variants_pass(fn):
     assert run(C.check_shift, fn)[0]
 
@@ -132,30 +172,37 @@ def in_place(tgt):
     return tgt[:, :-1], tgt[:, 1:]
 
 
-@pytest.mark.parametrize("fn, hint", [
-    (lambda tgt: (tgt, tgt), "unshifted"),
-    (lambda tgt: (tgt[:, 1:], tgt[:, :-1]), "shifted the wrong way"),
-    (lambda tgt: (tgt, tgt.roll(-1, 1)), "torch.roll wraps around"),
-    (lambda tgt: (tgt[:-1], tgt[1:]), "you sliced the rows (the batch axis)"),
-    (lambda tgt: (tgt[:, :-1], tgt[:, :-1]), "the model would learn to copy its input"),
-    (lambda tgt: (tgt[:, :-1], tgt[:, 1:-1]), "decoder_input is right but target is not"),
-    (lambda tgt: (tgt[:, 1:], tgt[:, 1:]), "your decoder input equals the target"),
-    (lambda tgt: (tgt[:, :-2], tgt[:, 1:]), "target is right but decoder_input is not"),
-    (lambda tgt: (tgt[:, :5], tgt[:, 1:6]), "no fixed numbers"),                 # the notebook's 6 positions
-    (lambda tgt: (tgt[:, :-2], tgt[:, 2:]), "expected (3, 6) each"),
-    (lambda tgt: None, "did you forget `return decoder_input, target`?"),
-    (lambda tgt: torch.stack([tgt[:, :-1], tgt[:, 1:]]), "should return a pair (decoder_input, target), not a Tensor"),
-    (lambda tgt: (tgt[:, :-1], tgt[:, 1:], tgt), "not a tuple of 3"),
-    (lambda tgt: (tgt[:, :-1].tolist(), tgt[:, 1:].tolist()), "your decoder_input is a list"),
-    (in_place, "changed tgt in place"),
-    (lambda tgt, pad_id: (tgt[:, :-1], tgt[:, 1:]), "the exercise's signature is my_shift(tgt)"),
-    (lambda tgt: (tgt[:, :-1] + 0.5, tgt[:, 1:]), "non-integer values"),
-])
+@pytest.mark.parametrize(
+    "fn, hint",
+    [
+        (lambda tgt: (tgt, tgt), "unshifted"),
+        (lambda tgt: (tgt[:, 1:], tgt[:, :-1]), "shifted the wrong way"),
+        (lambda tgt: (tgt, tgt.roll(-1, 1)), "torch.roll wraps around"),
+        (lambda tgt: (tgt[:-1], tgt[1:]), "you sliced the rows (the batch axis)"),
+        (lambda tgt: (tgt[:, :-1], tgt[:, :-1]), "the model would learn to copy its input"),
+        (lambda tgt: (tgt[:, :-1], tgt[:, 1:-1]), "decoder_input is right but target is not"),
+        (lambda tgt: (tgt[:, 1:], tgt[:, 1:]), "your decoder input equals the target"),
+        (lambda tgt: (tgt[:, :-2], tgt[:, 1:]), "target is right but decoder_input is not"),
+        (lambda tgt: (tgt[:, :5], tgt[:, 1:6]), "no fixed numbers"),  # the notebook's 6 positions
+        (lambda tgt: (tgt[:, :-2], tgt[:, 2:]), "expected (3, 6) each"),
+        (lambda tgt: None, "did you forget `return decoder_input, target`?"),
+        (
+            lambda tgt: torch.stack([tgt[:, :-1], tgt[:, 1:]]),
+            "should return a pair (decoder_input, target), not a Tensor",
+        ),
+        (lambda tgt: (tgt[:, :-1], tgt[:, 1:], tgt), "not a tuple of 3"),
+        (lambda tgt: (tgt[:, :-1].tolist(), tgt[:, 1:].tolist()), "your decoder_input is a list"),
+        (in_place, "changed tgt in place"),
+        (lambda tgt, pad_id: (tgt[:, :-1], tgt[:, 1:]), "the exercise's signature is my_shift(tgt)"),
+        (lambda tgt: (tgt[:, :-1] + 0.5, tgt[:, 1:]), "non-integer values"),
+    ],
+)
 def test_shift_mistakes_get_their_hint(fn, hint):
     assert_hint(C.check_shift, fn, hint)
 
 
 # ---------------------------------------------------------------- teacher-forced loss
+
 
 def flat_ce(logits, target, **kwargs):
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)), target.reshape(-1), **kwargs)
@@ -182,17 +229,24 @@ def loss_minus_100(model, src, tgt, pad_id):
     return flat_ce(model(src, tgt[:, :-1]), target)
 
 
-@pytest.mark.parametrize("fn", [
-    lambda m, s, t, p: flat_ce(m(s, t[:, :-1]), t[:, 1:], ignore_index=p),
-    loss_by_gather, loss_whole_then_cut, loss_transposed, loss_minus_100,
-], ids=["reference", "gather", "whole-then-cut", "transposed", "minus-100"])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda m, s, t, p: flat_ce(m(s, t[:, :-1]), t[:, 1:], ignore_index=p),
+        loss_by_gather,
+        loss_whole_then_cut,
+        loss_transposed,
+        loss_minus_100,
+    ],
+    ids=["reference", "gather", "whole-then-cut", "transposed", "minus-100"],
+)
 def test_loss_correct_variants_pass(fn):
     assert run(C.check_teacher_forcing_loss, fn)[0]
 
 
 def masked(model, src, tgt, pad_id, divide, mask_from="target"):
     logits, target = model(src, tgt[:, :-1]), tgt[:, 1:]
-    token = F.cross_entropy(logits.transpose(1, 2), target, reduction="none")       # (batch, pos)
+    token = F.cross_entropy(logits.transpose(1, 2), target, reduction="none")  # (batch, pos)
     real = ((target if mask_from == "target" else tgt[:, :-1]) != pad_id).float()
     if divide == "rows":
         return ((token * real).sum(1) / real.sum(1)).mean()
@@ -213,29 +267,41 @@ def loss_no_grad(model, src, tgt, pad_id):
 NOTEBOOK_MODEL = check_models.ToySeq2Seq(14, seed=0)  # stands for a model from the notebook (`live.model`)
 
 
-@pytest.mark.parametrize("fn, hint", [
-    (lambda m, s, t, p: flat_ce(m(s, t), t, ignore_index=p), "not shifted"),
-    (lambda m, s, t, p: flat_ce(m(s, t[:, 1:]), t[:, :-1], ignore_index=p), "shifted the wrong way"),
-    (lambda m, s, t, p: flat_ce(m(s, t[:, :-1]), t[:, 1:]), "padding counted in the loss"),
-    (lambda m, s, t, p: flat_ce(m(s, t[:, :-1]), t[:, 1:], ignore_index=13), "other ids than the notebook's 13"),
-    (lambda m, s, t, p: masked(m, s, t, p, "mean", mask_from="input"), "padding mask one position off"),
-    (lambda m, s, t, p: masked(m, s, t, p, "rows"), "you averaged each row, then the rows"),
-    (lambda m, s, t, p: masked(m, s, t, p, "positions"), "divide by the number of real target tokens"),
-    (lambda m, s, t, p: masked(m, s, t, p, "sum"), "you summed the token losses"),
-    (lambda m, s, t, p: masked(m, s, t, p, "per-position"), "you averaged each position over the rows"),
-    (lambda m, s, t, p: flat_ce(m(s, t[:, :-1]).softmax(-1), t[:, 1:], ignore_index=p), "softmax applied before"),
-    (lambda m, s, t, p: F.nll_loss(m(s, t[:, :-1]).reshape(-1, m(s, t[:, :-1]).size(-1)), t[:, 1:].reshape(-1),
-                                   ignore_index=p), "F.nll_loss on raw logits"),
-    (lambda m, s, t, p: flat_ce(m(s, t[:, :-1]), t[:, 1:], ignore_index=p).item(), "not a tensor with a gradient"),
-    (loss_no_grad, "not a tensor with a gradient"),
-    (lambda m, s, t, p: F.cross_entropy(m(s, t[:, :-1]), t[:, 1:], ignore_index=p), "flatten with"),
-    (lambda m, s, t, p: flat_ce(m(s, t[:, :-1]), t[:, 1:], ignore_index=p, reduction="none"),
-     "reduce it to one number"),
-    (lambda m, s, t, p: flat_ce(m(t[:, :-1], s), t[:, 1:], ignore_index=p), "arguments swapped"),
-    (lambda m, s, t, p: flat_ce(NOTEBOOK_MODEL(s % 9, t[:, :-1]), t[:, 1:], ignore_index=p), "never called the model"),
-    (lambda m, s, t, p: None, "did you forget `return loss`?"),
-    (lambda m, s, t: 0.0, "the exercise's signature is my_teacher_forcing_loss(model, src, tgt, pad_id)"),
-])
+@pytest.mark.parametrize(
+    "fn, hint",
+    [
+        (lambda m, s, t, p: flat_ce(m(s, t), t, ignore_index=p), "not shifted"),
+        (lambda m, s, t, p: flat_ce(m(s, t[:, 1:]), t[:, :-1], ignore_index=p), "shifted the wrong way"),
+        (lambda m, s, t, p: flat_ce(m(s, t[:, :-1]), t[:, 1:]), "padding counted in the loss"),
+        (lambda m, s, t, p: flat_ce(m(s, t[:, :-1]), t[:, 1:], ignore_index=13), "other ids than the notebook's 13"),
+        (lambda m, s, t, p: masked(m, s, t, p, "mean", mask_from="input"), "padding mask one position off"),
+        (lambda m, s, t, p: masked(m, s, t, p, "rows"), "you averaged each row, then the rows"),
+        (lambda m, s, t, p: masked(m, s, t, p, "positions"), "divide by the number of real target tokens"),
+        (lambda m, s, t, p: masked(m, s, t, p, "sum"), "you summed the token losses"),
+        (lambda m, s, t, p: masked(m, s, t, p, "per-position"), "you averaged each position over the rows"),
+        (lambda m, s, t, p: flat_ce(m(s, t[:, :-1]).softmax(-1), t[:, 1:], ignore_index=p), "softmax applied before"),
+        (
+            lambda m, s, t, p: F.nll_loss(
+                m(s, t[:, :-1]).reshape(-1, m(s, t[:, :-1]).size(-1)), t[:, 1:].reshape(-1), ignore_index=p
+            ),
+            "F.nll_loss on raw logits",
+        ),
+        (lambda m, s, t, p: flat_ce(m(s, t[:, :-1]), t[:, 1:], ignore_index=p).item(), "not a tensor with a gradient"),
+        (loss_no_grad, "not a tensor with a gradient"),
+        (lambda m, s, t, p: F.cross_entropy(m(s, t[:, :-1]), t[:, 1:], ignore_index=p), "flatten with"),
+        (
+            lambda m, s, t, p: flat_ce(m(s, t[:, :-1]), t[:, 1:], ignore_index=p, reduction="none"),
+            "reduce it to one number",
+        ),
+        (lambda m, s, t, p: flat_ce(m(t[:, :-1], s), t[:, 1:], ignore_index=p), "arguments swapped"),
+        (
+            lambda m, s, t, p: flat_ce(NOTEBOOK_MODEL(s % 9, t[:, :-1]), t[:, 1:], ignore_index=p),
+            "never called the model",
+        ),
+        (lambda m, s, t, p: None, "did you forget `return loss`?"),
+        (lambda m, s, t: 0.0, "the exercise's signature is my_teacher_forcing_loss(model, src, tgt, pad_id)"),
+    ],
+)
 def test_loss_mistakes_get_their_hint(fn, hint):
     assert_hint(C.check_teacher_forcing_loss, fn, hint)
 
@@ -253,6 +319,7 @@ def test_the_loss_candidates_are_told_apart():
 
 
 # ---------------------------------------------------------------- accuracies
+
 
 def accuracies_numpy(pred, gold, pad_id):
     pred, gold = np.asarray(pred), np.asarray(gold)
@@ -281,11 +348,19 @@ def accuracies_tensors(pred, gold, pad_id):
     return (~wrong.any(-1)).float().mean(), torch.where(real, pred == gold, False).sum().float() / real.sum()
 
 
-@pytest.mark.parametrize("fn", [
-    lambda p, g, pad: (((p == g) | (g == pad)).all(1).float().mean().item(), ((p == g) & (g != pad)).sum().item()
-                       / (g != pad).sum().item()),
-    accuracies_numpy, accuracies_loops, accuracies_tensors,
-], ids=["reference", "numpy", "loops", "tensors"])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda p, g, pad: (
+            ((p == g) | (g == pad)).all(1).float().mean().item(),
+            ((p == g) & (g != pad)).sum().item() / (g != pad).sum().item(),
+        ),
+        accuracies_numpy,
+        accuracies_loops,
+        accuracies_tensors,
+    ],
+    ids=["reference", "numpy", "loops", "tensors"],
+)
 def test_accuracies_correct_variants_pass(fn):
     assert run(C.check_accuracies, fn)[0]
 
@@ -304,31 +379,48 @@ def token_ref(p, g, pad):
     return (right & real).sum() / real.sum()
 
 
-@pytest.mark.parametrize("fn, hint", [
-    (lambda p, g, pad: (exact_ref(p, g, pad), (p == g).float().mean()), "padding counted in the token accuracy"),
-    (lambda p, g, pad: (exact_ref(p, g, 13), token_ref(p, g, 13)), "other ids than the notebook's 13"),
-    (lambda p, g, pad: ((p == g).all(1).float().mean(), token_ref(p, g, pad)), "padding counted in the exact match"),
-    (lambda p, g, pad: (exact_ref(p, g, pad), (((p == g) & (g != pad)).sum(1) / (g != pad).sum(1)).mean()),
-     "you averaged each row's accuracy"),
-    (lambda p, g, pad: (token_ref(p, g, pad), token_ref(p, g, pad)), "your exact match is per token"),
-    (lambda p, g, pad: (((p == g) & (g != pad)).any(1).float().mean(), token_ref(p, g, pad)), "use .all, not .any"),
-    (lambda p, g, pad: (((p == g) | (g == pad)).all(0).float().mean(), token_ref(p, g, pad)),
-     "exact match over the wrong axis"),
-    (lambda p, g, pad: (token_ref(p, g, pad), exact_ref(p, g, pad)), "the two are swapped"),
-    (lambda p, g, pad: (100 * exact_ref(p, g, pad), 100 * token_ref(p, g, pad)), "percentages"),
-    (lambda p, g, pad: (exact_ref(p, g, pad), ((p == g) & (g != pad)).sum()), "number of right tokens"),
-    (lambda p, g, pad: (((p == g) | (g == pad)).all(1).sum(), token_ref(p, g, pad)), "number of right rows"),
-    (lambda p, g, pad: (exact_ref(p, g, pad), ((p == g) & (g != pad)).sum() // (g != pad).sum()), "integer division"),
-    (lambda p, g, pad: (exact_ref(p, g, pad), ((p == g) & (p != pad)).sum() / (p != pad).sum()),
-     "the padding mask comes from pred"),
-    (lambda p, g, pad: ((p == g) | (g == pad)).all(1).float(), "not a Tensor"),
-    (lambda p, g, pad: (((p == g) | (g == pad)).all(1).float(), token_ref(p, g, pad)), "one value per row"),
-    (lambda p, g, pad: (exact_ref(p, g, pad), (p == g) & (g != pad)), "one value per token"),
-    (lambda p, g, pad: (exact_ref(p, g, pad) > 0, token_ref(p, g, pad)), "your exact_match is a bool"),
-    (lambda p, g, pad: (exact_ref(p, g, pad), token_ref(p, g, pad) * 0.9),
-     "your token_accuracy is 0.75, expected 0.8333"),
-    (lambda p, g: (0.5, 0.5), "the exercise's signature is my_accuracies(pred, gold, pad_id)"),
-])
+@pytest.mark.parametrize(
+    "fn, hint",
+    [
+        (lambda p, g, pad: (exact_ref(p, g, pad), (p == g).float().mean()), "padding counted in the token accuracy"),
+        (lambda p, g, pad: (exact_ref(p, g, 13), token_ref(p, g, 13)), "other ids than the notebook's 13"),
+        (
+            lambda p, g, pad: ((p == g).all(1).float().mean(), token_ref(p, g, pad)),
+            "padding counted in the exact match",
+        ),
+        (
+            lambda p, g, pad: (exact_ref(p, g, pad), (((p == g) & (g != pad)).sum(1) / (g != pad).sum(1)).mean()),
+            "you averaged each row's accuracy",
+        ),
+        (lambda p, g, pad: (token_ref(p, g, pad), token_ref(p, g, pad)), "your exact match is per token"),
+        (lambda p, g, pad: (((p == g) & (g != pad)).any(1).float().mean(), token_ref(p, g, pad)), "use .all, not .any"),
+        (
+            lambda p, g, pad: (((p == g) | (g == pad)).all(0).float().mean(), token_ref(p, g, pad)),
+            "exact match over the wrong axis",
+        ),
+        (lambda p, g, pad: (token_ref(p, g, pad), exact_ref(p, g, pad)), "the two are swapped"),
+        (lambda p, g, pad: (100 * exact_ref(p, g, pad), 100 * token_ref(p, g, pad)), "percentages"),
+        (lambda p, g, pad: (exact_ref(p, g, pad), ((p == g) & (g != pad)).sum()), "number of right tokens"),
+        (lambda p, g, pad: (((p == g) | (g == pad)).all(1).sum(), token_ref(p, g, pad)), "number of right rows"),
+        (
+            lambda p, g, pad: (exact_ref(p, g, pad), ((p == g) & (g != pad)).sum() // (g != pad).sum()),
+            "integer division",
+        ),
+        (
+            lambda p, g, pad: (exact_ref(p, g, pad), ((p == g) & (p != pad)).sum() / (p != pad).sum()),
+            "the padding mask comes from pred",
+        ),
+        (lambda p, g, pad: ((p == g) | (g == pad)).all(1).float(), "not a Tensor"),
+        (lambda p, g, pad: (((p == g) | (g == pad)).all(1).float(), token_ref(p, g, pad)), "one value per row"),
+        (lambda p, g, pad: (exact_ref(p, g, pad), (p == g) & (g != pad)), "one value per token"),
+        (lambda p, g, pad: (exact_ref(p, g, pad) > 0, token_ref(p, g, pad)), "your exact_match is a bool"),
+        (
+            lambda p, g, pad: (exact_ref(p, g, pad), token_ref(p, g, pad) * 0.9),
+            "your token_accuracy is 0.75, expected 0.8333",
+        ),
+        (lambda p, g: (0.5, 0.5), "the exercise's signature is my_accuracies(pred, gold, pad_id)"),
+    ],
+)
 def test_accuracies_mistakes_get_their_hint(fn, hint):
     assert_hint(C.check_accuracies, fn, hint)
 
@@ -338,18 +430,26 @@ def test_accuracies_first_batch_tells_the_mistakes_apart():
     right, real = pred == gold, gold != pad
     exact, token = float(exact_ref(pred, gold, pad)), float(token_ref(pred, gold, pad))
     assert (exact, round(token, 4)) == (0.5, 0.8333)  # the numbers the notebook's example quotes
-    token_mistakes = [right.double().mean(), ((right & real).sum(1) / real.sum(1)).mean(),
-                      (right & (pred != pad)).sum() / (pred != pad).sum()]
-    exact_mistakes = [right.all(1).double().mean(), (right & real).any(1).double().mean(),
-                      (right | ~real).all(0).double().mean()]
+    token_mistakes = [
+        right.double().mean(),
+        ((right & real).sum(1) / real.sum(1)).mean(),
+        (right & (pred != pad)).sum() / (pred != pad).sum(),
+    ]
+    exact_mistakes = [
+        right.all(1).double().mean(),
+        (right & real).any(1).double().mean(),
+        (right | ~real).all(0).double().mean(),
+    ]
     assert len({round(float(v), 4) for v in token_mistakes + [token, exact]}) == 5
     assert len({round(float(v), 4) for v in exact_mistakes + [token, exact]}) == 5
 
 
 # ---------------------------------------------------------------- greedy decoding
 
-def greedy(model, src, bos_id, eos_id, max_steps, *, stop="all", steps=None, position=-1, feed="all",
-           keep_bos=False, dim=-1):
+
+def greedy(
+    model, src, bos_id, eos_id, max_steps, *, stop="all", steps=None, position=-1, feed="all", keep_bos=False, dim=-1
+):
     """A learner's greedy decoding, with at most one planted mistake switched on."""
     tgt = torch.full((src.size(0), 1), bos_id, dtype=torch.long)
     finished = torch.zeros(src.size(0), dtype=torch.bool)
@@ -369,7 +469,7 @@ def greedy_rows(model, src, bos_id, eos_id, max_steps):  # one row at a time, al
     for i in range(len(src)):
         seq = [bos_id]
         for _ in range(max_steps):
-            logits = model(src[i:i + 1], torch.tensor([seq]))
+            logits = model(src[i : i + 1], torch.tensor([seq]))
             seq.append(int(logits[0, -1].softmax(-1).argmax()))
         rows.append(seq[1:])
     return torch.tensor(rows)
@@ -381,11 +481,11 @@ def greedy_prealloc(model, src, bos_id, eos_id, max_steps):  # eos-padded after 
         tgt = torch.full((len(src), max_steps + 1), bos_id)
         done = torch.zeros(len(src), dtype=torch.bool)
         for t in range(max_steps):
-            nxt = model(src, tgt[:, :t + 1])[:, t].argmax(-1)
+            nxt = model(src, tgt[:, : t + 1])[:, t].argmax(-1)
             tgt[:, t + 1] = torch.where(done, torch.full_like(nxt, eos_id), nxt)
             done = done | (nxt == eos_id)
             if done.all():
-                return tgt[:, 1:t + 2].numpy()
+                return tgt[:, 1 : t + 2].numpy()
         return tgt[:, 1:].numpy()
 
 
@@ -423,38 +523,54 @@ def greedy_values(model, src, bos_id, eos_id, max_steps):  # the max logits, not
     return torch.stack(out, 1).detach()
 
 
-@pytest.mark.parametrize("fn", [
-    greedy, lambda m, s, b, e, n: greedy(m, s, b, e, n, stop="never"), greedy_rows, greedy_prealloc,
-], ids=["early-stop", "all-steps", "row-by-row", "preallocated-numpy"])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        greedy,
+        lambda m, s, b, e, n: greedy(m, s, b, e, n, stop="never"),
+        greedy_rows,
+        greedy_prealloc,
+    ],
+    ids=["early-stop", "all-steps", "row-by-row", "preallocated-numpy"],
+)
 def test_greedy_correct_variants_pass(fn):
     assert run(C.check_greedy, fn)[0]
 
 
-@pytest.mark.parametrize("fn, hint", [
-    (lambda m, s, b, e, n: greedy(m, s, b, e, n, feed="bos"), "every step gives the same token"),
-    (lambda m, s, b, e, n: greedy(m, s, b, e, n, position=0), "every step gives the same token"),
-    (lambda m, s, b, e, n: greedy(m, s, b, e, n, feed="newest"), "you fed the decoder only the newest token"),
-    (lambda m, s, b, e, n: greedy(m, s, b, e, n, stop="any"), "you stopped when row 1 wrote </s>, but row 0"),
-    (lambda m, s, b, e, n: greedy(m, s, b, e, n, stop="never", steps=n - 1), "off by one in the loop?"),
-    (lambda m, s, b, e, n: greedy(m, s, b, e, n, stop="never", keep_bos=True), "your output starts with <s>"),
-    (lambda m, s, b, e, n: greedy(m, s, b, e, n, stop="never", keep_bos=True)[:, :n], "your output starts with <s>"),
-    (lambda m, s, b, e, n: greedy(m, s, b, e, n, stop="never", steps=n + 1), "at most max_steps = 7"),
-    (lambda m, s, b, e, n: greedy(m, s, b, e, n, stop="never", steps=100), "or not stop at max_steps?"),
-    (lambda m, s, b, e, n: greedy(m, s, b, e, n, dim=1), "argmax over the wrong axis"),
-    (lambda m, s, b, e, n: greedy(m, s, b, e, n).flip(1), "the model's last-position logits peak at"),
-    (greedy_sampling, "no sampling"),
-    (greedy_teacher_forced, "teacher-forced targets or a variable from the notebook?"),
-    (greedy_list, "join them into one (batch, steps) tensor"),
-    (greedy_values, "non-integer values"),
-    (lambda m, s, b, e, n: greedy(m, s, b, e, n)[:, :, None], "squeeze the last axis"),
-    (lambda m, s, b, e, n: greedy(m, s, b, e, n, stop="never").T, "transposed?"),
-    (lambda m, s, b, e, n: m.greedy(s), "this model only has model(src, tgt) -> logits"),
-    (lambda m, s, b, e, n: greedy(m, s, b, e, m.cfg.max_tgt_len - 1), "this model only has model(src, tgt) -> logits"),
-    (lambda m, s, b, e, n: greedy(lambda x, y: m(y, x), s, b, e, n), "arguments swapped"),
-    (lambda m, s, b, e, n: torch.zeros(len(s), n, dtype=torch.long), "never called the model"),
-    (lambda m, s, b, e, n: greedy(m, s, b, e, n)[:1], "expected 4: one row per row of src"),
-    (lambda m, s, b, e: None, "the exercise's signature is my_greedy(model, src, bos_id, eos_id, max_steps)"),
-])
+@pytest.mark.parametrize(
+    "fn, hint",
+    [
+        (lambda m, s, b, e, n: greedy(m, s, b, e, n, feed="bos"), "every step gives the same token"),
+        (lambda m, s, b, e, n: greedy(m, s, b, e, n, position=0), "every step gives the same token"),
+        (lambda m, s, b, e, n: greedy(m, s, b, e, n, feed="newest"), "you fed the decoder only the newest token"),
+        (lambda m, s, b, e, n: greedy(m, s, b, e, n, stop="any"), "you stopped when row 1 wrote </s>, but row 0"),
+        (lambda m, s, b, e, n: greedy(m, s, b, e, n, stop="never", steps=n - 1), "off by one in the loop?"),
+        (lambda m, s, b, e, n: greedy(m, s, b, e, n, stop="never", keep_bos=True), "your output starts with <s>"),
+        (
+            lambda m, s, b, e, n: greedy(m, s, b, e, n, stop="never", keep_bos=True)[:, :n],
+            "your output starts with <s>",
+        ),
+        (lambda m, s, b, e, n: greedy(m, s, b, e, n, stop="never", steps=n + 1), "at most max_steps = 7"),
+        (lambda m, s, b, e, n: greedy(m, s, b, e, n, stop="never", steps=100), "or not stop at max_steps?"),
+        (lambda m, s, b, e, n: greedy(m, s, b, e, n, dim=1), "argmax over the wrong axis"),
+        (lambda m, s, b, e, n: greedy(m, s, b, e, n).flip(1), "the model's last-position logits peak at"),
+        (greedy_sampling, "no sampling"),
+        (greedy_teacher_forced, "teacher-forced targets or a variable from the notebook?"),
+        (greedy_list, "join them into one (batch, steps) tensor"),
+        (greedy_values, "non-integer values"),
+        (lambda m, s, b, e, n: greedy(m, s, b, e, n)[:, :, None], "squeeze the last axis"),
+        (lambda m, s, b, e, n: greedy(m, s, b, e, n, stop="never").T, "transposed?"),
+        (lambda m, s, b, e, n: m.greedy(s), "this model only has model(src, tgt) -> logits"),
+        (
+            lambda m, s, b, e, n: greedy(m, s, b, e, m.cfg.max_tgt_len - 1),
+            "this model only has model(src, tgt) -> logits",
+        ),
+        (lambda m, s, b, e, n: greedy(lambda x, y: m(y, x), s, b, e, n), "arguments swapped"),
+        (lambda m, s, b, e, n: torch.zeros(len(s), n, dtype=torch.long), "never called the model"),
+        (lambda m, s, b, e, n: greedy(m, s, b, e, n)[:1], "expected 4: one row per row of src"),
+        (lambda m, s, b, e: None, "the exercise's signature is my_greedy(model, src, bos_id, eos_id, max_steps)"),
+    ],
+)
 def test_greedy_mistakes_get_their_hint(fn, hint):
     assert_hint(C.check_greedy, fn, hint)
 
@@ -472,8 +588,8 @@ def test_greedy_cases_are_robust_and_varied():
             top = model.logits(src, fed).topk(2, -1).values
         assert (top[..., 0] - top[..., 1]).min() > 0.05, name
         endings.append([C._first_eos(row, eos) if eos in row.tolist() else None for row in out])
-    assert endings[0] == [6, 2, None, None]          # the first case: row 1 ends first, two never do
-    assert endings[1] == [3, 5, 2, 5, 4]             # 5+5, 663+497, 0+0, 999+999, 45+55 (the committed adder)
+    assert endings[0] == [6, 2, None, None]  # the first case: row 1 ends first, two never do
+    assert endings[1] == [3, 5, 2, 5, 4]  # 5+5, 663+497, 0+0, 999+999, 45+55 (the committed adder)
     assert endings[2] == [None] and None in endings[3]
 
 

@@ -1,12 +1,12 @@
 """attnkit.attention against PyTorch's own attention, to 1e-5 in float32 and 1e-9 in float64."""
+
 import pytest
 import torch
 import torch.nn.functional as F
-
-from attnkit.core.hooks import gate_z
 from torch import nn
 
 from attnkit.core.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
+from attnkit.core.hooks import gate_z
 
 TOL = {torch.float32: dict(atol=1e-5, rtol=1e-5), torch.float64: dict(atol=1e-9, rtol=1e-9)}
 DTYPES = [torch.float32, torch.float64]
@@ -33,6 +33,7 @@ def padding_mask(batch, k_pos, seed=0):
 
 
 # ---------------------------------------------------------------- scaled dot-product attention
+
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES)
@@ -111,6 +112,7 @@ def test_gradcheck():
 
 # ---------------------------------------------------------------- multi-head attention
 
+
 def copied_pair(d_model, n_heads, dtype, seed=0):
     """Our MultiHeadAttention and nn.MultiheadAttention with the same weights."""
     torch.manual_seed(seed)
@@ -119,8 +121,9 @@ def copied_pair(d_model, n_heads, dtype, seed=0):
     nn.init.normal_(theirs.out_proj.bias)
     ours = MultiHeadAttention(d_model, n_heads).to(dtype).eval()
     with torch.no_grad():
-        for W, weight, bias in zip((ours.W_Q, ours.W_K, ours.W_V), theirs.in_proj_weight.chunk(3),
-                                   theirs.in_proj_bias.chunk(3)):
+        for W, weight, bias in zip(
+            (ours.W_Q, ours.W_K, ours.W_V), theirs.in_proj_weight.chunk(3), theirs.in_proj_bias.chunk(3)
+        ):
             W.weight.copy_(weight)
             W.bias.copy_(bias)
         ours.W_O.weight.copy_(theirs.out_proj.weight)
@@ -140,8 +143,15 @@ def run_both(ours, theirs, x_q, x_kv=None, key_padding_mask=None, causal=False):
         out = ours(x_q, None if x_kv is x_q else x_kv, key_padding_mask=key_padding_mask, causal=causal)
     finally:
         remove()
-    their_out, their_w = theirs(x_q, x_kv, x_kv, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
-                                need_weights=True, average_attn_weights=False)
+    their_out, their_w = theirs(
+        x_q,
+        x_kv,
+        x_kv,
+        key_padding_mask=key_padding_mask,
+        attn_mask=attn_mask,
+        need_weights=True,
+        average_attn_weights=False,
+    )
     return (out, seen["pattern"]), (their_out, their_w)
 
 
@@ -207,7 +217,10 @@ def test_hook_points_see_every_head_and_detach_exactly():
     m = MultiHeadAttention(16, 4)
     x = torch.randn(2, 5, 16)
     seen = []
-    remove = [m.hook_pattern.add(lambda t, hook: seen.append(t.shape)), m.hook_z.add(lambda t, hook: seen.append(t.shape))]
+    remove = [
+        m.hook_pattern.add(lambda t, hook: seen.append(t.shape)),
+        m.hook_z.add(lambda t, hook: seen.append(t.shape)),
+    ]
     m(x)
     assert seen == [(2, 4, 5, 5), (2, 4, 5, 4)]
     for r in remove:

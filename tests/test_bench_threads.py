@@ -1,4 +1,5 @@
 """benchmarks/bench_threads.py runs both thread settings, quiet and under a competing load (tiny sizes)."""
+
 import importlib.util
 from pathlib import Path
 

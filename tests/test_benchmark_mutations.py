@@ -2,6 +2,7 @@
 purpose by replacing an exact piece of its source. A reformatted or refactored line would make a
 mutation fail to apply, and the benchmark would stop before measuring anything: every mutation's
 text must occur exactly once in today's source."""
+
 import importlib.util
 from pathlib import Path
 

@@ -10,6 +10,7 @@ the claims' recomputation against the README's numbers can tell.
     notebook under nbval (02 and 04: untrained adder; 03: a 150-step adder, ~3 % greedy exact
     match; 05: each of the six sortedness checkpoints untrained in turn).
 """
+
 from __future__ import annotations
 
 import os
@@ -21,17 +22,22 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_claims import (
+    check_ablation_headlines,
+    check_adder_answers,
+    check_adder_metrics,
+    check_descending_runs,
+    check_head_roles,
+    check_sortedness_run,
+    full_only,
+)
 
 from attnkit.adder import Adder
-from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
 from attnkit.adder.evaluate import evaluate
+from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
 from attnkit.core.checkpoint import CheckpointWarning, load_checkpoint, save_checkpoint
 from attnkit.core.positional import ENCODINGS
-from attnkit.sortedness import (KIND, SEEDS, SortednessClassifier, SortednessConfig, all_runs,
-                                load_classifier, run_path)
-
-from test_claims import (FULL, check_ablation_headlines, check_adder_answers, check_adder_metrics,
-                         check_descending_runs, check_head_roles, check_sortedness_run, full_only)
+from attnkit.sortedness import KIND, SEEDS, SortednessClassifier, SortednessConfig, all_runs, load_classifier, run_path
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "data"
@@ -46,6 +52,7 @@ def weak_adder(steps: int = 150) -> Adder:
     """What notebook 02 trains in its short demo: ~56 % teacher-forced tokens, ~3 % greedy."""
     from attnkit.adder.train import AdderTrainConfig, train_adder
     from attnkit.core.runtime import torch_threads
+
     with torch_threads(1):
         run = train_adder(Seq2SeqConfig(), AdderTrainConfig(max_steps=steps, eval_every=50, n_val=1000), progress=False)
     return Adder(run.model.eval())
@@ -74,15 +81,21 @@ def broken_data_dir(root: Path, adder: Adder | None = None, encoding: str | None
         # Its own, true metrics: with the committed ones copied over, Adder.load's answer check
         # already refuses it; the claims must catch a model that is honestly worse.
         from attnkit.adder.data import load_test_set
+
         metrics = {**evaluate(adder.model, *load_test_set()), "steps": 150, "interrupted": False}
         save_checkpoint(root / "adder.pt", "adder", asdict(adder.cfg), adder.model.state_dict(), metrics)
     if encoding is not None:
         from attnkit.sortedness import make_test_sets, make_val_set
         from attnkit.sortedness.train import evaluate_classifier
+
         committed = load_checkpoint(run_path(encoding, seed, COMMITTED), KIND)
         model = untrained_classifier(encoding, seed)
-        metrics = {"seed": seed, "train": committed["metrics"]["train"], "history": [],
-                   **evaluate_classifier(model, make_val_set(), make_test_sets())}
+        metrics = {
+            "seed": seed,
+            "train": committed["metrics"]["train"],
+            "history": [],
+            **evaluate_classifier(model, make_val_set(), make_test_sets()),
+        }
         save_checkpoint(run_path(encoding, seed, root), KIND, committed["config"], model.state_dict(), metrics)
     return root
 
@@ -125,6 +138,7 @@ def test_untrained_classifier_fails_the_sortedness_claims(name, seed):
 
 def load_val():
     from attnkit.sortedness import make_val_set
+
     return make_val_set()
 
 
@@ -137,11 +151,18 @@ def test_untrained_relative_model_fails_the_descending_run_claim():
 
 def test_the_data_dir_override_reaches_every_loader(tmp_path):
     """ATTNKIT_DATA_DIR, set before Python starts (as for a notebook kernel), moves every path."""
-    code = ("import attnkit.adder.data as d, attnkit.adder.pretrained as p, attnkit.sortedness.pretrained as s, "
-            "attnkit.experiments.ablation_studies as a; print(d.TEST_SET_PATH.parent, p.CHECKPOINT.parent, "
-            "s.RESULTS_PATH.parent, s.checkpoint_path('alibi').parent, a.ABLATION_RESULTS_PATH.parent)")
-    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "ATTNKIT_DATA_DIR": str(tmp_path)},
-                         capture_output=True, text=True, check=True).stdout.split()
+    code = (
+        "import attnkit.adder.data as d, attnkit.adder.pretrained as p, attnkit.sortedness.pretrained as s, "
+        "attnkit.experiments.ablation_studies as a; print(d.TEST_SET_PATH.parent, p.CHECKPOINT.parent, "
+        "s.RESULTS_PATH.parent, s.checkpoint_path('alibi').parent, a.ABLATION_RESULTS_PATH.parent)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "ATTNKIT_DATA_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert out == [str(tmp_path)] * 5
 
 
@@ -149,8 +170,14 @@ def test_the_data_dir_override_reaches_every_loader(tmp_path):
 def run_pytest(args: list[str], data_dir: Path, timeout: int = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "ATTNKIT_DATA_DIR": str(data_dir), "OMP_NUM_THREADS": "1"}
     env.pop("ATTNKIT_CLAIMS", None)  # the fast claims only
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", *args],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def failed_cells(proc: subprocess.CompletedProcess) -> str:
@@ -160,11 +187,17 @@ def failed_cells(proc: subprocess.CompletedProcess) -> str:
 @full_only
 def test_claims_tests_fail_with_a_broken_checkpoint_in_the_data_dir(tmp_path):
     root = broken_data_dir(tmp_path / "data", adder=untrained_adder(), encoding="alibi")
-    proc = run_pytest(["tests/test_claims.py", "-k", "adder_metrics or seed0_cells or roles or ablation_headlines"], root)
+    proc = run_pytest(
+        ["tests/test_claims.py", "-k", "adder_metrics or seed0_cells or roles or ablation_headlines"], root
+    )
     out = proc.stdout
     assert proc.returncode == 1, failed_cells(proc)
-    for name in ("test_adder_metrics_recomputed_from_the_checkpoint", "test_head_roles_quoted_in_the_readme",
-                 "test_ablation_headlines_remeasured", "test_sortedness_seed0_cells_recomputed_from_the_checkpoint[alibi]"):
+    for name in (
+        "test_adder_metrics_recomputed_from_the_checkpoint",
+        "test_head_roles_quoted_in_the_readme",
+        "test_ablation_headlines_remeasured",
+        "test_sortedness_seed0_cells_recomputed_from_the_checkpoint[alibi]",
+    ):
         assert f"FAILED tests/test_claims.py::{name}" in out, (name, out[-3000:])
     assert "test_sortedness_seed0_cells_recomputed_from_the_checkpoint[rope]" not in out  # the others still pass
 

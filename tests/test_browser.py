@@ -16,6 +16,7 @@ Facts measured while writing it: as root, `jupyter lab` needs --allow-root; the 
 idle indicator races the kernel start, so we wait for the status bar's "(ipykernel) | Idle";
 `?reset` opens the notebook in a fresh workspace (no second kernel from a saved layout).
 """
+
 from __future__ import annotations
 
 import json
@@ -33,9 +34,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import CHROMIUM, CHROMIUM_ARGS, in_ci
 
 from attnkit.ui.figure_policy import MIN_TEXT_PX, SMALLEST_PT
+from conftest import CHROMIUM_ARGS
 
 pytestmark = pytest.mark.browser
 
@@ -51,7 +52,8 @@ EXPLORER_CELLS = [
     "import torch\ntorch.set_num_threads(1)\nimport attnkit\nfrom attnkit.ui.widgets import AblationExplorer\n"
     "from attnkit.ui.sortedness_plots import SortednessExplorer\nadder = attnkit.load_pretrained('adder')",
     "ablation = AblationExplorer(adder, n_problems=500)\nablation",
-    "sortedness = SortednessExplorer({enc: attnkit.load_pretrained(f'sortedness-{enc}') for enc in ('alibi', 'rope')})\n"
+    "sortedness = SortednessExplorer({enc: attnkit.load_pretrained(f'sortedness-{enc}')\n"
+    "                                 for enc in ('alibi', 'rope')})\n"
     "sortedness",
     "print('explorers: every cell ran')",
     "",  # the test types a check into this one
@@ -71,17 +73,20 @@ def check_scales(page, what: str) -> list:
     assert scales, f"{what}: no figure found"
     for s in scales:
         smallest = SMALLEST_PT * (96 if s["widget"] else 100) / 72 * s["scale"]
-        assert s["shown"] >= s["natural"] - 1 and smallest >= MIN_PX, \
-            f"{what}: a figure {s['natural']} px wide is shown at {s['shown']} px: its {SMALLEST_PT} pt text is {smallest:.1f} px"
+        assert s["shown"] >= s["natural"] - 1 and smallest >= MIN_PX, (
+            f"{what}: a figure {s['natural']} px wide is shown at {s['shown']} px: "
+            f"its {SMALLEST_PT} pt text is {smallest:.1f} px"
+        )
     return scales
+
+
 SECONDS = 1000  # Playwright counts milliseconds
 
 # Lab settings for an unattended run: no autosave (the copy would gain outputs, harmless but
 # pointless), no news or update toasts over the page, every cell kept in the page (no windowing).
 SETTINGS = {
     "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
-    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false",
-                                                                       "checkForUpdates": False},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false", "checkForUpdates": False},
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
 }
 
@@ -105,24 +110,56 @@ def lab(tmp_path_factory):
     work.mkdir()
     shutil.copy(NOTEBOOK, work / NOTEBOOK.name)
     shutil.copy(NOTEBOOK_06, work / NOTEBOOK_06.name)
-    cells = [{"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {}, "outputs": [],
-              "source": src} for i, src in enumerate(EXPLORER_CELLS)]
-    (work / EXPLORERS).write_text(json.dumps({"cells": cells, "metadata": {"kernelspec": {
-        "display_name": "Python 3", "language": "python", "name": "python3"}}, "nbformat": 4, "nbformat_minor": 5}))
+    cells = [
+        {"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {}, "outputs": [], "source": src}
+        for i, src in enumerate(EXPLORER_CELLS)
+    ]
+    (work / EXPLORERS).write_text(
+        json.dumps(
+            {
+                "cells": cells,
+                "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
+                "nbformat": 4,
+                "nbformat_minor": 5,
+            }
+        )
+    )
     for name, value in SETTINGS.items():
         path = tmp / "settings" / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(value))
-    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp / "config"), JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
-               JUPYTER_DATA_DIR=str(tmp / "data"), IPYTHONDIR=str(tmp / "ipython"), JUPYTER_PLATFORM_DIRS="1")
+    env = dict(
+        os.environ,
+        JUPYTER_CONFIG_DIR=str(tmp / "config"),
+        JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
+        JUPYTER_DATA_DIR=str(tmp / "data"),
+        IPYTHONDIR=str(tmp / "ipython"),
+        JUPYTER_PLATFORM_DIRS="1",
+    )
     port, token = free_port(), secrets.token_hex(16)
     log = open(tmp / "lab.log", "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", f"--port={port}",
-         "--ServerApp.port_retries=0", "--ServerApp.ip=127.0.0.1", f"--ServerApp.token={token}",
-         f"--ServerApp.root_dir={work}", f"--LabApp.user_settings_dir={tmp / 'settings'}",
-         f"--LabApp.workspaces_dir={tmp / 'workspaces'}"],
-        cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "lab",
+            "--no-browser",
+            "--allow-root",
+            f"--port={port}",
+            "--ServerApp.port_retries=0",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.token={token}",
+            f"--ServerApp.root_dir={work}",
+            f"--LabApp.user_settings_dir={tmp / 'settings'}",
+            f"--LabApp.workspaces_dir={tmp / 'workspaces'}",
+        ],
+        cwd=work,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -198,8 +235,9 @@ def test_explorer_in_jupyterlab(chromium, lab):  # chromium first: no server sta
             page.locator("li.lm-Menu-item[data-command='runmenu:run-all']").click()
             # In an output, not the cell's source (visible from the start): the last cell has run.
             expect(page.locator(".jp-OutputArea-output", has_text=DONE)).to_be_visible(timeout=120 * SECONDS)
-            errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
-                                  has_text="Traceback")
+            errors = page.locator(
+                ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']", has_text="Traceback"
+            )
             assert errors.count() == 0, errors.first.inner_text()
 
             explorer = page.locator(".attnkit-explorer").first
@@ -260,26 +298,36 @@ def check_explorers(page, lab) -> None:
     expect_idle(page)
     run_all(page)
     from playwright.sync_api import expect
+
     expect(page.locator(".jp-OutputArea-output", has_text="explorers: every cell ran")).to_be_visible(
-        timeout=120 * SECONDS)
+        timeout=120 * SECONDS
+    )
     ablation = page.locator(".attnkit-ablation-explorer").first
     result = ablation.locator(".attnkit-ablation-result")
     expect(result).to_contain_text("greedy exact match", timeout=60 * SECONDS)
     # The mode's label sits beside its buttons, not above them.
-    label, button = (ablation.locator(sel).first.bounding_box()
-                     for sel in (".attnkit-ablation-mode-row .widget-label", ".attnkit-ablation-mode button"))
-    assert label["y"] < button["y"] + button["height"] / 2 < label["y"] + label["height"] \
-        and label["x"] + label["width"] <= button["x"] + 1, (label, button)
+    label, button = (
+        ablation.locator(sel).first.bounding_box()
+        for sel in (".attnkit-ablation-mode-row .widget-label", ".attnkit-ablation-mode button")
+    )
+    assert (
+        label["y"] < button["y"] + button["height"] / 2 < label["y"] + label["height"]
+        and label["x"] + label["width"] <= button["x"] + 1
+    ), (label, button)
     bursts = click_bursts(page, ablation, result)
     # A fresh computation for every set the explorer stated: the same subset, in the kernel.
     sets = json.dumps(sorted({tuple(heads) for heads, _ in bursts}))
-    check = ("import json; sets = json.loads(%r); print('FRESH ' + json.dumps({','.join(s): round(100 * "
-             "ablation.measure(list(s), 'zero', '555+445')['exact_match'], 2) for s in sets}))" % sets)
+    check = (
+        f"import json; sets = json.loads({sets!r}); print('FRESH ' + json.dumps({{','.join(s): round(100 * "
+        "ablation.measure(list(s), 'zero', '555+445')['exact_match'], 2) for s in sets}))"
+    )
     fresh = run_cell(page, check, "FRESH ")
     for heads, stated in bursts:
         assert fresh[",".join(heads)] == stated, (heads, stated, fresh[",".join(heads)])
-    print(f"ablation explorer: {len(bursts)} bursts of clicks, each settled to a consistent state "
-          f"({len(fresh)} different sets re-measured)")
+    print(
+        f"ablation explorer: {len(bursts)} bursts of clicks, each settled to a consistent state "
+        f"({len(fresh)} different sets re-measured)"
+    )
     ablation.scroll_into_view_if_needed()
     settle(page)
     ablation.screenshot(path=ARTIFACTS / "browser_04_ablation_explorer.png")
@@ -289,8 +337,10 @@ def check_explorers(page, lab) -> None:
     sortedness.screenshot(path=ARTIFACTS / "browser_05_sortedness_explorer.png")
     scales = check_scales(page, "explorers")
     print("explorer figures (04, 05), shown / own width:", [round(s["scale"], 2) for s in scales])
-    font = ablation.evaluate("e => Math.min(...Array.from(e.querySelectorAll('td, th, button, label'))"
-                             ".map(x => parseFloat(getComputedStyle(x).fontSize)))")
+    font = ablation.evaluate(
+        "e => Math.min(...Array.from(e.querySelectorAll('td, th, button, label'))"
+        ".map(x => parseFloat(getComputedStyle(x).fontSize)))"
+    )
     assert font >= MIN_PX, f"the ablation explorer's smallest text is {font} px"
 
 
@@ -298,13 +348,16 @@ def check_notebook_06(page, lab) -> None:
     """Notebook 06 run whole: no traceback, its figures legible, the patching explorer answers a
     new pair and shows a malformed one's error inside itself, with no stale figure under it."""
     from playwright.sync_api import expect
+
     page.goto(f"{lab['base']}/lab/tree/{NOTEBOOK_06.name}?reset&token={lab['token']}")
     expect_idle(page)
     run_all(page)
     expect(page.locator(".jp-OutputArea-output", has_text="notebook 06: every cell ran")).to_be_visible(
-        timeout=180 * SECONDS)
-    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
-                          has_text="Traceback")
+        timeout=180 * SECONDS
+    )
+    errors = page.locator(
+        ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']", has_text="Traceback"
+    )
     assert errors.count() == 0, errors.first.inner_text()
     scales = check_scales(page, "notebook 06")
     print("notebook 06 figures, shown / own width:", [round(s["scale"], 2) for s in scales])
@@ -343,6 +396,7 @@ def click_bursts(page, ablation, result) -> list:
     is consistent: every toggle drawn red exactly when pressed, and the result stated for exactly
     the pressed heads. Returns [(pressed heads, stated exact match %)] for a fresh re-measurement."""
     import random
+
     rng = random.Random(0)
     ids = [t[0] for t in ablation.evaluate(TOGGLES)]
     out = []
@@ -368,6 +422,7 @@ def click_bursts(page, ablation, result) -> list:
 def run_cell(page, source: str, marker: str) -> dict:
     """Type `source` into the notebook's last cell, run it, and read the JSON it prints after `marker`."""
     from playwright.sync_api import expect
+
     editor = page.locator(".jp-Notebook .jp-Cell").last.locator(".cm-content")  # the notebook's empty last cell
     editor.click()
     page.keyboard.insert_text(source)
@@ -385,4 +440,5 @@ PRESSED = """e => Array.from(e.querySelectorAll('.attnkit-head-toggle.mod-danger
 
 def expect_idle(page) -> None:
     from playwright.sync_api import expect
+
     expect(page.get_by_text(re.compile(r"\(ipykernel\) \| Idle"))).to_be_visible(timeout=90 * SECONDS)

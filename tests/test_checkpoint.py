@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from attnkit.adder import Adder
-from attnkit.core.checkpoint import CheckpointWarning, load_checkpoint, save_checkpoint, save_json
 from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
+from attnkit.core.checkpoint import CheckpointWarning, save_checkpoint, save_json
 
 
 def test_round_trip(tmp_path):
@@ -50,8 +50,10 @@ def test_checkpoint_of_another_kind_or_config(tmp_path):
 
 def test_save_is_atomic_and_leaves_no_temp_files(tmp_path, monkeypatch):
     save_json(tmp_path / "r.json", {"a": 1})
+
     def boom(*args, **kwargs):
         raise RuntimeError("disk full")
+
     monkeypatch.setattr(torch, "save", boom)
     with pytest.raises(RuntimeError):
         save_checkpoint(tmp_path / "r.pt", "adder", {}, {}, {})

@@ -15,6 +15,7 @@ Two tiers:
 The check_* helpers take the model under test, so tests/test_broken_models.py can show that
 each of them fails when an untrained model stands in for the committed one.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,15 +28,26 @@ from attnkit.adder import Adder
 from attnkit.adder.data import EDGE_CASES, carry_stats, load_test_set
 from attnkit.adder.evaluate import greedy_correct
 from attnkit.core.positional import ENCODINGS
-from attnkit.sortedness import (SEEDS, all_runs, evaluate_classifier, load_classifier, load_results, load_run,
-                                make_test_sets, make_val_set, sorted_non_constant)
+from attnkit.sortedness import (
+    SEEDS,
+    all_runs,
+    evaluate_classifier,
+    load_classifier,
+    load_results,
+    load_run,
+    make_test_sets,
+    make_val_set,
+    sorted_non_constant,
+)
 
 FULL = os.environ.get("ATTNKIT_CLAIMS") == "1"
 full_only = pytest.mark.skipif(not FULL, reason="retrains or runs a whole study: `make claims`")
 
 # ------------------------------------------------------------------ the numbers docs/RESULTS.md states
 ADDER_README = {  # README "The adder (notebook 02)"
-    "exact_match": 0.9995, "per_digit_accuracy": 0.9999, "teacher_forced_token_accuracy": 0.9999,
+    "exact_match": 0.9995,
+    "per_digit_accuracy": 0.9999,
+    "teacher_forced_token_accuracy": 0.9999,
     "by_carries": {0: 0.9994, 1: 0.9997, 2: 0.9991, 3: 1.0},
 }
 ADDER_MISTAKES = {"20+27": "37", "788+710": "1398", "860+961": "182", "965+905": "1770", "980+985": "1865"}
@@ -47,13 +59,15 @@ ABLATION_README = {  # README "Head ablation": points lost (zero ablation) by th
     "largest_zero": {"dec.cross.1.3": 91, "enc.self.1.0": 67, "enc.self.1.1": 62, "dec.cross.1.1": 54},
     "critical": {"zero": 18, "mean": 18},
     "redundant": ["enc.self.0.0", "dec.self.0.1", "dec.self.1.0", "dec.self.1.1", "dec.self.1.2", "dec.self.1.3"],
-    "joint": {"zero": (5, 0.75), "mean": (6, 0.38)},          # heads, loss in points
-    "redundant_together": {"zero": 2.34, "mean": 0.38},      # loss in points
+    "joint": {"zero": (5, 0.75), "mean": (6, 0.38)},  # heads, loss in points
+    "redundant_together": {"zero": 2.34, "mean": 0.38},  # loss in points
     "spearman": {"zero": (0.92, 0.61), "mean": (0.86, 0.65)},  # raw, normalised per layer
     # (head, mode): {carry group: drop in points}
-    "carries": {("enc.self.0.2", "zero"): {"carry": 11, "no_carry": 1.6},
-                ("dec.self.0.0", "zero"): {"no_carry": 0, "carry": 6.8, "chain_2plus": 8.6},
-                ("dec.self.0.3", "mean"): {"no_carry": 0.1, "chain_2plus": 29}},
+    "carries": {
+        ("enc.self.0.2", "zero"): {"carry": 11, "no_carry": 1.6},
+        ("dec.self.0.0", "zero"): {"no_carry": 0, "carry": 6.8, "chain_2plus": 8.6},
+        ("dec.self.0.3", "mean"): {"no_carry": 0.1, "chain_2plus": 29},
+    },
 }
 # README "Positional encodings": (val hard mean, val hard min, {length: mean hard}, per-seed hard at 256)
 SORTEDNESS_README = {
@@ -127,6 +141,7 @@ def test_adder_checkpoint_stopped_at_400_steps(adder):
 # ------------------------------------------------------------------ head roles (notebook 03)
 def check_head_roles(adder) -> None:
     from attnkit.interp.roles import chance_levels, head_roles, problems_of
+
     a, b = load_test_set()
     names = [f"{name}.hook_pattern" for name in adder.model.attention_modules()]
     _, cache = adder.run_with_cache(problems_of(a, b), names=names)
@@ -161,6 +176,7 @@ def check_ablation_headlines(adder) -> None:
     """Each README ablation figure, re-measured by plain greedy decoding on the checkpoint."""
     from attnkit.experiments.ablation_studies import load_ablation_results
     from attnkit.interp.ablation import state_hash
+
     results = load_ablation_results()
     assert results["state_sha256"] == state_hash(adder), "ablation_results.json belongs to another checkpoint"
     a, b = load_test_set()
@@ -211,6 +227,7 @@ def test_redundant_heads_each_cost_under_one_point(adder):
 def test_the_whole_ablation_study_reproduces_the_committed_results(adder, tmp_path):
     """`python -m attnkit study ablation` on the committed checkpoint gives data/ablation_results.json."""
     from attnkit.experiments.ablation_studies import load_ablation_results, run_studies
+
     fresh = run_studies(adder, path=tmp_path / "ablation.json", progress=False)
     committed = load_ablation_results()
     for mode in ("zero", "mean"):
@@ -219,7 +236,9 @@ def test_the_whole_ablation_study_reproduces_the_committed_results(adder, tmp_pa
         assert new["single_head"]["critical"] == old["single_head"]["critical"]
         assert new["joint_pruning"]["order"] == old["joint_pruning"]["order"]
         assert new["importance"]["raw"] == pytest.approx(old["importance"]["raw"], rel=1e-3)
-        assert new["importance_vs_ablation"]["spearman_raw"] == pytest.approx(old["importance_vs_ablation"]["spearman_raw"], abs=0.01)
+        assert new["importance_vs_ablation"]["spearman_raw"] == pytest.approx(
+            old["importance_vs_ablation"]["spearman_raw"], abs=0.01
+        )
         for head, drops in old["carries"]["drop_points"].items():
             assert new["carries"]["drop_points"][head] == pytest.approx(drops, abs=1e-6), (mode, head)
 
@@ -236,8 +255,10 @@ def stored_cells(name: str, seed: int) -> dict:
     runs = results["encodings"] if name in results["encodings"] else results["variants"]
     column = results["setup"]["seeds"].index(seed) if name in results["encodings"] else 0
     stored = runs[name]
-    return {"val": {neg: stored["val"][neg]["seeds"][column] for neg in ("hard", "shuffle")},
-            **{neg: {L: stored[neg][L]["seeds"][column] for L in stored[neg]} for neg in ("hard", "shuffle")}}
+    return {
+        "val": {neg: stored["val"][neg]["seeds"][column] for neg in ("hard", "shuffle")},
+        **{neg: {L: stored[neg][L]["seeds"][column] for L in stored[neg]} for neg in ("hard", "shuffle")},
+    }
 
 
 def check_sortedness_run(name: str, seed: int, clf, data) -> None:
@@ -277,17 +298,23 @@ def test_sortedness_readme_table_is_the_results_file(encoding):
 
 
 def test_sortedness_summary_sentences():
-    """"≥ 0.992 on hard validation negatives" (every seed but "none"'s), "≥ 0.984
+    """ "≥ 0.992 on hard validation negatives" (every seed but "none"'s), "≥ 0.984
     and ≥ 0.992 at length 256", "exactly 0.5 … from length 64 on; at 32 at most 0.502", the readouts
     and the random-start learned table."""
     results = load_results()
     enc = results["encodings"]
-    in_range = sorted((x, e, seed) for e in ENCODINGS if e != "none" for seed, x in enumerate(enc[e]["val"]["hard"]["seeds"]))
+    in_range = sorted(
+        (x, e, seed) for e in ENCODINGS if e != "none" for seed, x in enumerate(enc[e]["val"]["hard"]["seeds"])
+    )
     assert round(in_range[0][0], 3) == 0.992
-    assert round(enc["alibi"]["hard"][256]["min"], 3) == 0.984 and round(enc["relative"]["hard"][256]["min"], 3) == 0.992
+    assert (
+        round(enc["alibi"]["hard"][256]["min"], 3) == 0.984 and round(enc["relative"]["hard"][256]["min"], 3) == 0.992
+    )
     for e in ("sinusoidal", "learned", "rope"):
         assert all(enc[e][neg][L]["seeds"] == [0.5] * 3 for neg in ("hard", "shuffle") for L in (64, 128, 256)), e
-    assert max(enc[e][neg][32]["max"] for e in ("sinusoidal", "learned", "rope") for neg in ("hard", "shuffle")) == 0.502
+    assert (
+        max(enc[e][neg][32]["max"] for e in ("sinusoidal", "learned", "rope") for neg in ("hard", "shuffle")) == 0.502
+    )
     variants = results["variants"]
     readouts = {"max": enc["relative"], "mean": variants["readout-mean"], "first": variants["readout-first"]}
     for name, expected in READOUTS_README.items():
@@ -322,7 +349,9 @@ def test_descending_runs_fool_only_the_relative_and_rope_models():
 def check_readout_findings(results: dict) -> None:
     """Notebook 05 §5's readout and random-start findings, from one results dict."""
     v = results["variants"]
-    hard = lambda name, L: (v[name]["hard"][L] if name in v else results["encodings"]["relative"]["hard"][L])["seeds"][0]  # noqa
+    hard = lambda name, L: (v[name]["hard"][L] if name in v else results["encodings"]["relative"]["hard"][L])["seeds"][
+        0
+    ]  # noqa
     # mean pool: one violation diluted by 1/L; worse than max pool at 256
     assert hard("readout-mean", 256) < hard("readout-mean", 64) <= hard("readout-mean", 16)
     assert hard("readout-mean", 256) < hard("max", 256)
@@ -360,6 +389,7 @@ def test_retraining_a_sortedness_run_reproduces_its_results(name, seed, sortedne
     runs moved by at most 0.002 and 0.008 between the two machines docs/RESULTS.md compares."""
     from attnkit.experiments.sortedness_runs import _train_and_evaluate
     from attnkit.sortedness import make_train_set, run_config
+
     metrics, _, trained = _train_and_evaluate(run_config(name), seed, make_train_set(), *sortedness_data, "cpu")
     stored = stored_cells(name, seed)
     for neg in ("hard", "shuffle"):
@@ -368,7 +398,10 @@ def test_retraining_a_sortedness_run_reproduces_its_results(name, seed, sortedne
             assert metrics[neg][L] == pytest.approx(x, abs=0.03), (name, seed, neg, L)
     committed = load_run(name, seed).state_dict()
     same = all(torch.equal(trained["state"][k], committed[k]) for k in committed)
-    print(f"{name} seed {seed}: retrained weights {'identical to' if same else 'differ in the last bits from'} the checkpoint")
+    print(
+        f"{name} seed {seed}: retrained weights "
+        f"{'identical to' if same else 'differ in the last bits from'} the checkpoint"
+    )
 
 
 @full_only
@@ -379,9 +412,11 @@ def test_notebook_02_short_runs():
     from attnkit.adder.evaluate import evaluate
     from attnkit.adder.model import Seq2SeqConfig
     from attnkit.adder.train import AdderTrainConfig, train_adder
+
     a, b = load_test_set()
-    run = lambda cfg, steps: evaluate(train_adder(cfg, AdderTrainConfig(max_steps=steps, eval_every=50, n_val=1000),
-                                                  progress=False).model, a, b)
+    run = lambda cfg, steps: evaluate(
+        train_adder(cfg, AdderTrainConfig(max_steps=steps, eval_every=50, n_val=1000), progress=False).model, a, b
+    )
     brief, rev = run(Seq2SeqConfig(), 150), run(Seq2SeqConfig(reverse_output=True), 150)
     assert brief["teacher_forced_token_accuracy"] == pytest.approx(0.56, abs=0.1)
     assert brief["exact_match"] < 0.1
@@ -397,6 +432,7 @@ def test_retraining_the_adder_meets_the_target(tmp_path):
     wrote data/adder.pt; here the retrained model must meet the target in about as many steps."""
     from attnkit.adder.pretrained import train_pretrained
     from attnkit.core.runtime import torch_threads
+
     with torch_threads(1):
         fresh = train_pretrained(tmp_path / "adder.pt")
     m = Adder.load(tmp_path / "adder.pt", device="cpu").metrics
@@ -410,6 +446,7 @@ def test_every_readout_ignores_padding(readout):
     padded row gets the answer it gets alone."""
     torch.manual_seed(0)
     from attnkit.sortedness import SortednessClassifier, SortednessConfig
+
     model = SortednessClassifier(SortednessConfig(encoding="relative", readout=readout)).eval()
     short, long = [3, 1, 4, 1, 5], list(range(40))
     assert model.probabilities([short, long])[0] == pytest.approx(model.probabilities([short])[0], abs=1e-5)

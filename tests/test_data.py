@@ -2,8 +2,21 @@ import numpy as np
 import pytest
 import torch
 
-from attnkit.adder.data import (BOS, EOS, PAD, ProblemSampler, carry_stats, decode_digits, encode_sources,
-                          encode_targets, load_test_set, make_test_set, parse_problem, problem_keys, tokens)
+from attnkit.adder.data import (
+    BOS,
+    EOS,
+    PAD,
+    ProblemSampler,
+    carry_stats,
+    decode_digits,
+    encode_sources,
+    encode_targets,
+    load_test_set,
+    make_test_set,
+    parse_problem,
+    problem_keys,
+    tokens,
+)
 
 
 def test_digit_ids_are_digits_and_pad_is_not_a_digit():
@@ -38,7 +51,7 @@ def test_parse_problem_accepts_spaces_and_leading_zeros():
 
 def test_carry_stats_counts_carries_and_chains():
     n, longest = carry_stats(np.array([555, 123, 999, 190]), np.array([445, 456, 1, 10]))
-    assert n.tolist() == [3, 0, 3, 1]   # 190+10: only 9+1 carries
+    assert n.tolist() == [3, 0, 3, 1]  # 190+10: only 9+1 carries
     assert longest.tolist() == [3, 0, 3, 1]
     n, longest = carry_stats(np.array([509]), np.array([191]))  # 9+1 carries, 0+9+1 carries, 5+1+1 no
     assert n.tolist() == [2] and longest.tolist() == [2]

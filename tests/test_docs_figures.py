@@ -5,6 +5,7 @@ records in docs/figures.json the sha256 of each picture's inputs: the data files
 code that draws it, and the script. Here the inputs are hashed again: a picture whose inputs
 changed since it was drawn is stale, and so is a PNG replaced by hand.
 """
+
 import hashlib
 import json
 import re
@@ -31,8 +32,9 @@ def test_every_picture_is_recorded_and_drawn_by_the_script():
 def test_picture_is_small_and_as_drawn(name):
     png = DOCS / name
     assert png.stat().st_size <= 200_000, f"{name}: {png.stat().st_size} bytes, over 200 kB"
-    assert hashlib.sha256(png.read_bytes()).hexdigest() == RECORD[name]["png"], \
+    assert hashlib.sha256(png.read_bytes()).hexdigest() == RECORD[name]["png"], (
         f"{name} is not the picture docs/make_figures.py drew: {REDRAW}"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(RECORD))

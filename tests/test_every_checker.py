@@ -1,6 +1,7 @@
 """Every checker of every notebook, handed what a learner might hand it by mistake, prints exactly one
 line (❌ or ⏳), returns False, never raises, and leaves the global random state alone. The checkers'
 own test files plant each exercise's specific mistakes; this is the floor they all share."""
+
 import importlib
 import inspect
 
@@ -9,13 +10,15 @@ import pytest
 import torch
 from torch import nn
 
+from attnkit.exercises import MODULES
 from conftest import checker_line
 
-from attnkit.exercises import MODULES
-
-CHECKERS = [(name, f) for module in MODULES.values()
-            for name, f in vars(importlib.import_module(f"attnkit.exercises.{module}")).items()
-            if name.startswith("check_") and inspect.isfunction(f) and f.__module__.endswith(module)]
+CHECKERS = [
+    (name, f)
+    for module in MODULES.values()
+    for name, f in vars(importlib.import_module(f"attnkit.exercises.{module}")).items()
+    if name.startswith("check_") and inspect.isfunction(f) and f.__module__.endswith(module)
+]
 
 
 def raises_value_error(*args, **kwargs):
@@ -39,12 +42,25 @@ class PlainClass:
 
 
 WRONG = {
-    "None": None, "a number": 42, "a string": "my_function", "a list": [1, 2, 3], "numpy": np.zeros(3),
-    "a tensor": torch.zeros(3), "raises": raises_value_error, "returns None": returns_none,
-    "returns a tensor": lambda *a, **k: torch.zeros(3), "returns a list": lambda *a, **k: [0.0],
-    "returns numpy": lambda *a, **k: np.zeros((2, 2)), "returns a string": lambda *a, **k: "yes",
-    "takes nothing": lambda: 0, "a generator": generator, "a plain class": PlainClass, "an nn.Module class": nn.Linear,
-    "an nn.Module": nn.Linear(2, 2), "a builtin": print, "NaN": lambda *a, **k: torch.full((2, 2), float("nan")),
+    "None": None,
+    "a number": 42,
+    "a string": "my_function",
+    "a list": [1, 2, 3],
+    "numpy": np.zeros(3),
+    "a tensor": torch.zeros(3),
+    "raises": raises_value_error,
+    "returns None": returns_none,
+    "returns a tensor": lambda *a, **k: torch.zeros(3),
+    "returns a list": lambda *a, **k: [0.0],
+    "returns numpy": lambda *a, **k: np.zeros((2, 2)),
+    "returns a string": lambda *a, **k: "yes",
+    "takes nothing": lambda: 0,
+    "a generator": generator,
+    "a plain class": PlainClass,
+    "an nn.Module class": nn.Linear,
+    "an nn.Module": nn.Linear(2, 2),
+    "a builtin": print,
+    "NaN": lambda *a, **k: torch.full((2, 2), float("nan")),
     "the stub": stub,
 }
 

@@ -1,5 +1,6 @@
 """attnkit/ui/figure_policy.py: its checks catch what they name, and the explorers' figures pass it.
 (Every figure the notebooks show is checked while they run under nbval: the root conftest.py.)"""
+
 import numpy as np
 import pytest
 from matplotlib.figure import Figure
@@ -56,12 +57,14 @@ def test_text_cut_off_by_its_axes():
 @pytest.fixture(scope="module")
 def adder():
     import attnkit
+
     return attnkit.load_pretrained("adder")
 
 
 def test_attention_explorer_figures(adder, one_thread):
     from attnkit.ui.plotting import AttentionPlot
     from attnkit.ui.widgets import AttentionExplorer
+
     a, b = np.array([5, 663, 999]), np.array([299, 497, 1])
     ex = AttentionExplorer(adder, a, b)
     for kind in ("enc.self", "dec.self", "dec.cross"):
@@ -75,6 +78,7 @@ def test_patching_and_sortedness_explorer_figures(adder, one_thread):
     from attnkit.interp import patching
     from attnkit.ui.patching_view import plot_head_patching
     from attnkit.ui.sortedness_plots import SortednessExplorer, plot_attention, sample
+
     result = patching.patch_heads(adder, "125+137", "125+134")
     fig = plot_head_patching({n: np.nan_to_num(e[:, :, 1]) for n, e in result.by_output.items()}, result.labels)
     assert policy.problems(fig, DISPLAY_DPI) == []

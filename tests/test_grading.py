@@ -2,6 +2,7 @@
 notebook 01 (its student edition, a blank answer or a wrong one, plus one attack each) are graded by
 the real grader and each attack gets a failed row naming the tampering; the kit's own reference
 is not the learner's; a class resumes, survives Ctrl-C, bad files and stray processes."""
+
 import csv
 import os
 import signal
@@ -47,28 +48,45 @@ def rows(path, **kwargs):
 
 
 ATTACKS = {
-    "checker replaced": (f"checks.check_causal_mask = {FAKE}",
-                         "checker attnkit.exercises.attention.check_causal_mask replaced"),
-    "evaluate replaced": ("from attnkit.exercises.checking import Result\n"
-                          "checks.check_causal_mask.evaluate = lambda f: Result('01-causal-mask', True, '✅')",
-                          "checker attnkit.exercises.attention.check_causal_mask changed"),
+    "checker replaced": (
+        f"checks.check_causal_mask = {FAKE}",
+        "checker attnkit.exercises.attention.check_causal_mask replaced",
+    ),
+    "evaluate replaced": (
+        "from attnkit.exercises.checking import Result\n"
+        "checks.check_causal_mask.evaluate = lambda f: Result('01-causal-mask', True, '✅')",
+        "checker attnkit.exercises.attention.check_causal_mask changed",
+    ),
     "builtins.print": ("import builtins\nbuiltins.print = lambda *a, **k: None", "builtins.print replaced"),
-    "post_run_cell hook": ("get_ipython().events.register('post_run_cell', lambda result: print('✅ passed'))",
-                           "an IPython post_run_cell hook registered"),
-    "sys.modules": ("import sys, types\nfake = types.ModuleType('attnkit.exercises.attention')\n"
-                    "sys.modules['attnkit.exercises.attention'] = fake",
-                    "sys.modules['attnkit.exercises.attention'] replaced"),
+    "post_run_cell hook": (
+        "get_ipython().events.register('post_run_cell', lambda result: print('✅ passed'))",
+        "an IPython post_run_cell hook registered",
+    ),
+    "sys.modules": (
+        "import sys, types\nfake = types.ModuleType('attnkit.exercises.attention')\n"
+        "sys.modules['attnkit.exercises.attention'] = fake",
+        "sys.modules['attnkit.exercises.attention'] replaced",
+    ),
     "stdout": ("import sys, io\nsys.stdout = io.StringIO()", "sys.stdout replaced"),
-    "__code__": ("checks.check_causal_mask.__wrapped__.__code__ = (lambda fn: 'passed').__code__",
-                 "the code of checker attnkit.exercises.attention.check_causal_mask.check_causal_mask replaced"),
+    "__code__": (
+        "checks.check_causal_mask.__wrapped__.__code__ = (lambda fn: 'passed').__code__",
+        "the code of checker attnkit.exercises.attention.check_causal_mask.check_causal_mask replaced",
+    ),
     "torch.equal": ("torch.equal = lambda a, b: True", "torch.equal replaced"),
-    "Tensor.__eq__": ("torch.Tensor.__ne__ = lambda a, b: torch.zeros_like(a, dtype=torch.bool)",
-                      "torch.Tensor.__ne__ replaced"),
+    "Tensor.__eq__": (
+        "torch.Tensor.__ne__ = lambda a, b: torch.zeros_like(a, dtype=torch.bool)",
+        "torch.Tensor.__ne__ replaced",
+    ),
     "tracer": ("import sys\nsys.settrace(lambda *a: None)", "the tracer"),
-    "reference's code": ("import attnkit.core.attention as A\nA.causal_mask.__code__ = (lambda n_pos, device=None: "
-                         "torch.ones(n_pos, n_pos, dtype=torch.bool).triu()).__code__", "causal_mask"),
-    "comparison's code": ("from attnkit.exercises import checking\n"
-                          "checking.close.__code__ = (lambda a, b: True).__code__", "close"),
+    "reference's code": (
+        "import attnkit.core.attention as A\nA.causal_mask.__code__ = (lambda n_pos, device=None: "
+        "torch.ones(n_pos, n_pos, dtype=torch.bool).triu()).__code__",
+        "causal_mask",
+    ),
+    "comparison's code": (
+        "from attnkit.exercises import checking\nchecking.close.__code__ = (lambda a, b: True).__code__",
+        "close",
+    ),
 }
 
 
@@ -90,6 +108,7 @@ def test_an_edited_or_deleted_check_cell_changes_nothing(tmp_path):
             if grading.exercise_of(cell) == "01-causal-mask":
                 cell.source = 'print("✅ causal_mask: passed")'
         cells[:] = [c for c in cells if grading.exercise_of(c) != "01-split-heads"]
+
     graded = rows(submission(tmp_path, mask=WRONG_MASK, edit=edit))
     assert graded["01-causal-mask"].line.startswith("❌ causal_mask: upper triangle")
     deleted = graded["01-split-heads"]
@@ -98,9 +117,11 @@ def test_an_edited_or_deleted_check_cell_changes_nothing(tmp_path):
 
 @pytest.mark.slow
 def test_a_forged_report_is_caught(tmp_path):
-    forge = ("import os, sys\nfor ex in ['01-causal-mask', '01-attention']:\n"
-             "    os.write(int(sys.argv[1]), ('{\"event\": \"result\", \"exercise\": \"%s\", \"passed\": true, "
-             "\"line\": \"ok\", \"mistake\": \"\"}\\n' % ex).encode())")
+    forge = (
+        "import os, sys\nfor ex in ['01-causal-mask', '01-attention']:\n"
+        '    os.write(int(sys.argv[1]), (\'{"event": "result", "exercise": "%s", "passed": true, '
+        '"line": "ok", "mistake": ""}\\n\' % ex).encode())'
+    )
     graded = rows(submission(tmp_path, forge))
     assert not any(r.passed for r in graded.values())
     assert all("report was forged" in r.line for r in graded.values()), graded
@@ -113,6 +134,7 @@ def test_the_kits_own_reference_is_not_the_learners(tmp_path):
     def edit(cells):
         [cell] = [c for c in cells if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "01-attention"]
         cell.source = answer
+
     row = rows(submission(tmp_path, mask="my_causal_mask = causal_mask", edit=edit))
     assert not row["01-attention"].passed and row["01-attention"].mistake == "kit-reference"
     assert "calls the kit's own attnkit.core.attention.scaled_dot_product_attention" in row["01-attention"].line
@@ -130,13 +152,16 @@ def test_is_wraps_subclasses_or_calls_the_reference_in_the_notebook_too(capsys):
 
     class Sub(MultiHeadAttention):
         pass
+
     from attnkit.exercises import patching
-    for check, answer, word in [(checks.check_scaled_dot_product_attention, scaled_dot_product_attention, "is"),
-                                (checks.check_scaled_dot_product_attention,
-                                 functools.partial(scaled_dot_product_attention), "wraps"),
-                                (checks.check_scaled_dot_product_attention, calls, "calls"),
-                                (checks.check_multi_head_attention, Sub, "subclasses"),
-                                (patching.check_patch_hook, P.head_patch_hook, "is")]:
+
+    for check, answer, word in [
+        (checks.check_scaled_dot_product_attention, scaled_dot_product_attention, "is"),
+        (checks.check_scaled_dot_product_attention, functools.partial(scaled_dot_product_attention), "wraps"),
+        (checks.check_scaled_dot_product_attention, calls, "calls"),
+        (checks.check_multi_head_attention, Sub, "subclasses"),
+        (patching.check_patch_hook, P.head_patch_hook, "is"),
+    ]:
         assert check(answer) is False
         line = capsys.readouterr().out
         assert f"{word} the kit's own" in line and line.startswith("❌"), line
@@ -146,7 +171,9 @@ def test_is_wraps_subclasses_or_calls_the_reference_in_the_notebook_too(capsys):
 
 def _own_attention(q, k, v, mask=None):
     import math
+
     import torch
+
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
     if mask is not None:
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
@@ -159,18 +186,25 @@ def _own_attention(q, k, v, mask=None):
 @pytest.mark.slow
 def test_every_process_a_submission_started_is_gone_when_its_notebook_ends(tmp_path):
     pids = tmp_path / "pids"
-    daemon = tmp_path / "daemon.py"   # forks, leaves its own session: a double-forked daemon
-    daemon.write_text("import os, sys, time\nif os.fork() == 0:\n    os.setsid()\n"
-                      "    open(sys.argv[1], 'a').write(f'{os.getpid()}\\n')\n    time.sleep(300)\n")
-    spawn = (f"import subprocess, sys\nchild = subprocess.Popen(['sleep', '300'])\n"
-             f"subprocess.Popen([sys.executable, {str(daemon)!r}, {str(pids)!r}], start_new_session=True)\n"
-             f"open({str(pids)!r}, 'a').write(f'{{child.pid}}\\n')\nimport time\ntime.sleep(1)")
+    daemon = tmp_path / "daemon.py"  # forks, leaves its own session: a double-forked daemon
+    daemon.write_text(
+        "import os, sys, time\nif os.fork() == 0:\n    os.setsid()\n"
+        "    open(sys.argv[1], 'a').write(f'{os.getpid()}\\n')\n    time.sleep(300)\n"
+    )
+    spawn = (
+        f"import subprocess, sys\nchild = subprocess.Popen(['sleep', '300'])\n"
+        f"subprocess.Popen([sys.executable, {str(daemon)!r}, {str(pids)!r}], start_new_session=True)\n"
+        f"open({str(pids)!r}, 'a').write(f'{{child.pid}}\\n')\nimport time\ntime.sleep(1)"
+    )
     rows(submission(tmp_path, spawn))
     time.sleep(0.5)
     found = [int(p) for p in pids.read_text().split()]
     assert len(found) == 2
-    alive = [p for p in found if Path(f"/proc/{p}").exists() and "Z" not in
-             Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0]]
+    alive = [
+        p
+        for p in found
+        if Path(f"/proc/{p}").exists() and "Z" not in Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    ]
     assert not alive, f"still running: {alive}"
 
 
@@ -182,8 +216,11 @@ def test_a_file_that_is_not_a_notebook_gets_a_failed_row_per_exercise(tmp_path):
     assert all(not r.passed and r.line.startswith("could not read the notebook") for r in graded)
     other = tmp_path / "notes.txt"
     other.write_text("hello")
-    every = [e for nb in sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
-             for e in grading.exercise_ids(nbformat.read(nb, as_version=4))]
+    every = [
+        e
+        for nb in sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
+        for e in grading.exercise_ids(nbformat.read(nb, as_version=4))
+    ]
     assert len(every) == 24 and [(r.exercise, r.passed) for r in grade_notebook(other)] == [(e, False) for e in every]
 
 
@@ -200,20 +237,22 @@ def test_cells_no_exercise_needs_are_not_run():
     nb = nbformat.read(NOTEBOOKS_DIR / "02_training_the_adder.ipynb", as_version=4)
     items, _ = grading.plan(nb, nb)
     sources = [it["source"] for it in items]
-    assert not any("train_adder(Seq2SeqConfig()" in s for s in sources)   # the training demo
+    assert not any("train_adder(Seq2SeqConfig()" in s for s in sources)  # the training demo
     assert any("def my_greedy" in s for s in sources)
     nb.cells[[i for i, c in enumerate(nb.cells) if "train_adder(Seq2SeqConfig()" in c.source][0]].source += "\nx = 1"
     items, _ = grading.plan(nb, nbformat.read(NOTEBOOKS_DIR / "02_training_the_adder.ipynb", as_version=4))
-    assert any("train_adder(Seq2SeqConfig()" in it["source"] for it in items)   # changed: the learner's, run
+    assert any("train_adder(Seq2SeqConfig()" in it["source"] for it in items)  # changed: the learner's, run
 
 
 # ---------------------------------------------------------------- a class
+
 
 def fake_grade(failing=None):
     def grade(name, cell_timeout, notebooks_dir):
         if failing and name.endswith(failing):
             raise KeyboardInterrupt
         return [Row(name, "01-causal-mask", True, "✅ ok"), Row(name, "01-attention", False, "❌ no", "x")]
+
     return grade
 
 
@@ -229,7 +268,7 @@ def test_rows_are_kept_as_they_come_and_a_rerun_resumes(tmp_path):
     assert list(kept[0]) == ["learner_file", "exercise", "passed", "line", "mistake"]
     all_rows, graded = gradebook.grade_class(names, out, jobs=2, grade=fake_grade())
     assert names[3] in graded and set(graded) <= set(names[3:]) and len(all_rows) == 10
-    assert [r.learner_file for r in all_rows][::2] == names     # in the order given
+    assert [r.learner_file for r in all_rows][::2] == names  # in the order given
     _, graded = gradebook.grade_class(names, out, regrade=True, grade=fake_grade())
     assert sorted(graded) == names
     (tmp_path / "notes.csv").write_text("a,b\n1,2\n")
@@ -248,8 +287,22 @@ def test_the_table_is_written_with_the_users_umask(tmp_path):
 
 @pytest.mark.parametrize("value, problem", [("nan", "finite"), ("inf", "finite"), ("2.5", "at least 10")])
 def test_cell_timeout_is_validated(tmp_path, value, problem):
-    done = subprocess.run([sys.executable, "-m", "attnkit", "grade", str(NB01), "--cell-timeout", value,
-                           "--csv", str(tmp_path / "g.csv")], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attnkit",
+            "grade",
+            str(NB01),
+            "--cell-timeout",
+            value,
+            "--csv",
+            str(tmp_path / "g.csv"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and problem in done.stderr and not (tmp_path / "g.csv").exists()
 
 
@@ -283,9 +336,26 @@ def test_ctrl_c_keeps_what_was_graded(tmp_path):
     done = submission(tmp_path, name="a_" + NB01.name)
     looping = submission(tmp_path, "while True:\n    pass", name="b_" + NB01.name)
     out = tmp_path / "grades.csv"
-    proc = subprocess.Popen([sys.executable, "-m", "attnkit", "grade", str(done), str(looping), "--csv", str(out),
-                             "--no-preflight", "--cell-timeout", "300"], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, process_group=0)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "attnkit",
+            "grade",
+            str(done),
+            str(looping),
+            "--csv",
+            str(out),
+            "--no-preflight",
+            "--cell-timeout",
+            "300",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        process_group=0,
+    )
     deadline = time.monotonic() + 120
     while not out.exists() and time.monotonic() < deadline:
         time.sleep(0.5)

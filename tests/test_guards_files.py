@@ -1,6 +1,7 @@
 """Issue 23, files: a journal cannot touch other files, an output never replaces another program's
 file, edited checkpoints never load silently, special files are refused, files follow the umask.
 Tests write to tmp_path only; data/ is read, never written."""
+
 import json
 import os
 import stat
@@ -53,6 +54,7 @@ def load_ignoring(primary: Path, match: str):
 
 
 # ---------------------------------------------------------------- hostile journals --------------
+
 
 def test_a_journal_naming_an_absolute_path_is_refused_and_the_file_stays(downloaded, tmp_path):
     important = tmp_path / "elsewhere" / "important.txt"
@@ -107,8 +109,15 @@ def test_a_journal_must_end_with_its_own_checkpoint(downloaded):
         journal.planned_renames(downloaded)
 
 
-@pytest.mark.parametrize("raw", ['[["/tmp/a", "/tmp/b"]]', '{"token": "../../x", "files": ["adder.pt"]}',
-                                 '{"token": "0123456789abcdef", "files": []}', "not json"])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '[["/tmp/a", "/tmp/b"]]',
+        '{"token": "../../x", "files": ["adder.pt"]}',
+        '{"token": "0123456789abcdef", "files": []}',
+        "not json",
+    ],
+)
 def test_an_old_or_malformed_journal_is_refused(downloaded, raw):
     plant_journal(downloaded, None, raw=raw)
     with pytest.raises(journal.JournalRefused, match="not a journal attnkit wrote"):
@@ -165,15 +174,20 @@ from attnkit.core import checkpoint as ck
 out, n = sys.argv[1], int(sys.argv[2])
 for i in range(n):
     ck.save_checkpoint(out, "adder", {"i": i}, {"w": torch.full((64, 64), float(i))}, {"i": i},
-                       report=(out.replace(".pt", ".json"), {"model_config": {}, "train_config": {}, "test_metrics": i}))
+                       report=(out.replace(".pt", ".json"),
+                               {"model_config": {}, "train_config": {}, "test_metrics": i}))
 """
 
 
 def test_two_processes_saving_one_checkpoint_take_turns(tmp_path):
     out = tmp_path / "m.pt"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    procs = [subprocess.Popen([sys.executable, "-c", TWO_WRITERS, str(out), "30"], cwd=ROOT, env=env,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", TWO_WRITERS, str(out), "30"], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
     errors = [p.communicate(timeout=300)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], errors
     payload = load_checkpoint(out, "adder")
@@ -183,8 +197,14 @@ def test_two_processes_saving_one_checkpoint_take_turns(tmp_path):
 def test_files_are_written_with_the_users_umask(tmp_path, payload):
     old = os.umask(0o027)
     try:
-        save_checkpoint(tmp_path / "a.pt", "adder", payload["config"], payload["state_dict"], payload["metrics"],
-                        report=(tmp_path / "a.json", {"x": 1}))
+        save_checkpoint(
+            tmp_path / "a.pt",
+            "adder",
+            payload["config"],
+            payload["state_dict"],
+            payload["metrics"],
+            report=(tmp_path / "a.json", {"x": 1}),
+        )
         ck.atomic_write(tmp_path / "b.json", lambda t: Path(t).write_text("{}"))
     finally:
         os.umask(old)
@@ -193,6 +213,7 @@ def test_files_are_written_with_the_users_umask(tmp_path, payload):
 
 
 # ---------------------------------------------------------------- outputs beside others --------
+
 
 @pytest.mark.parametrize("sibling", ["X.json", "X.interrupted.pt", "X.interrupted.json", "X.pt"])
 def test_train_adder_never_replaces_another_programs_file_beside_its_output(tmp_path, capsys, sibling):
@@ -242,6 +263,7 @@ def test_the_experiment_checks_every_output_before_training(tmp_path, monkeypatc
 
 
 # ---------------------------------------------------------------- edited checkpoints -----------
+
 
 def edited(path: Path, payload, **parts):
     """The committed adder with parts of its payload replaced, the checksum left as saved."""
@@ -302,13 +324,23 @@ def test_resave_refuses_a_file_whose_checksum_is_wrong(tmp_path, payload):
 
 def resigned(path: Path, payload, config=None, metrics=None):
     """An edit made by someone who also recomputed the checksum: only behaviour can tell."""
-    save_checkpoint(path, payload["kind"], config or payload["config"], payload["state_dict"], metrics or payload["metrics"])
+    save_checkpoint(
+        path, payload["kind"], config or payload["config"], payload["state_dict"], metrics or payload["metrics"]
+    )
     return path
 
 
-@pytest.mark.parametrize("value, message", [("missing", "not an accuracy"), (1, "config says reverse_output=True"),
-                                            ("0.9995", "not an accuracy"), (True, "not an accuracy"),
-                                            (1.5, "not an accuracy"), (float("nan"), "not an accuracy")])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("missing", "not an accuracy"),
+        (1, "config says reverse_output=True"),
+        ("0.9995", "not an accuracy"),
+        (True, "not an accuracy"),
+        (1.5, "not an accuracy"),
+        (float("nan"), "not an accuracy"),
+    ],
+)
 def test_the_adder_check_runs_whatever_type_the_stored_metric_has(tmp_path, payload, value, message):
     metrics = {k: v for k, v in payload["metrics"].items() if k != "exact_match"}
     if value != "missing":
@@ -318,13 +350,24 @@ def test_the_adder_check_runs_whatever_type_the_stored_metric_has(tmp_path, payl
         Adder.load(path, device="cpu")
 
 
-@pytest.mark.parametrize("encoding, field, value", [("relative", "far_as_one", False), ("alibi", "alibi_directional", False),
-                                                    ("relative", "readout", "mean"), ("rope", "readout", "first")])
-def test_a_classifier_whose_config_disagrees_with_its_weights_is_refused_and_the_field_named(tmp_path, encoding, field, value):
+@pytest.mark.parametrize(
+    "encoding, field, value",
+    [
+        ("relative", "far_as_one", False),
+        ("alibi", "alibi_directional", False),
+        ("relative", "readout", "mean"),
+        ("rope", "readout", "first"),
+    ],
+)
+def test_a_classifier_whose_config_disagrees_with_its_weights_is_refused_and_the_field_named(
+    tmp_path, encoding, field, value
+):
     committed = load_checkpoint(sp.checkpoint_path(encoding), sp.KIND)
     resigned(sp.checkpoint_path(encoding, tmp_path), committed, {**committed["config"], field: value})
     was = committed["config"][field]
-    with pytest.raises(ValueError, match=f"config says {field}={value!r}, but the weights were trained with {field}={was!r}"):
+    with pytest.raises(
+        ValueError, match=f"config says {field}={value!r}, but the weights were trained with {field}={was!r}"
+    ):
         sp.load_classifier(encoding, tmp_path)
 
 
@@ -345,6 +388,7 @@ def test_a_classifier_with_edited_metrics_is_refused(tmp_path, edit):
 
 
 # ---------------------------------------------------------------- special files ----------------
+
 
 def test_a_named_pipe_as_the_checkpoint_is_refused_at_once(tmp_path):
     fifo = tmp_path / "adder.pt"
@@ -385,6 +429,7 @@ def test_the_grade_table_gets_the_users_umask(tmp_path):
     """A course group reads the gradebook: the CSV is 0o666 less the umask, not mkstemp's 0o600."""
     from attnkit.course.gradebook import write_csv
     from attnkit.course.grading import Row
+
     old = os.umask(0o022)
     try:
         write_csv([Row("a.ipynb", "01-attention", True, "✅ passed")], tmp_path / "grades.csv")

@@ -1,5 +1,6 @@
 """Issue 23, inside the models: hook return values, NaN from hooks, other threads during hooks and
 ablations, stale cached statistics, every patching argument, one length cap, patching's memory."""
+
 import threading
 import time
 import warnings
@@ -32,14 +33,16 @@ def clf():
 
 def sources(adder, problems):
     from attnkit.adder.data import encode_sources
+
     a, b = adder.parse(problems)
     return encode_sources(a, b, adder.cfg.n_digits, adder.cfg.zero_pad)
 
 
 # ---------------------------------------------------------------- hook return values -----------
 
+
 def broadcast_row(z, hook):
-    return z[:1].mean(2, keepdim=True)             # (1, heads, 1, d_head): broadcasts silently
+    return z[:1].mean(2, keepdim=True)  # (1, heads, 1, d_head): broadcasts silently
 
 
 def as_double(z, hook):
@@ -54,12 +57,15 @@ def as_list(z, hook):
     return z.tolist()
 
 
-@pytest.mark.parametrize("fn, error, message", [
-    (broadcast_row, ValueError, r"hook 'broadcast_row' on enc.self.0.hook_z returned a \(1, 4, 1, 16\)"),
-    (as_double, ValueError, "returned a .* torch.float64 tensor"),
-    (zero, TypeError, "hook 'zero' on enc.self.0.hook_z returned int"),
-    (as_list, TypeError, "returned list"),
-])
+@pytest.mark.parametrize(
+    "fn, error, message",
+    [
+        (broadcast_row, ValueError, r"hook 'broadcast_row' on enc.self.0.hook_z returned a \(1, 4, 1, 16\)"),
+        (as_double, ValueError, "returned a .* torch.float64 tensor"),
+        (zero, TypeError, "hook 'zero' on enc.self.0.hook_z returned int"),
+        (as_list, TypeError, "returned list"),
+    ],
+)
 def test_a_hook_must_return_the_activations_shape_and_dtype(adder, fn, error, message):
     src = sources(adder, [CLEAN])
     tgt = torch.zeros(1, 5, dtype=torch.long)
@@ -71,8 +77,10 @@ def test_a_hook_must_return_the_activations_shape_and_dtype(adder, fn, error, me
 def test_a_hook_that_fills_nan_is_reported(adder):
     src = sources(adder, ["123+456"])
     with pytest.warns(HookWarning, match="hook 'fill' on enc.0.hook_resid_post put NaN"):
+
         def fill(x, hook):
             return torch.full_like(x, float("nan"))
+
         adder.model.run_with_hooks(src, torch.zeros(1, 5, dtype=torch.long), hooks=[("enc.0.hook_resid_post", fill)])
 
 
@@ -86,6 +94,7 @@ def test_non_finite_values_already_there_are_not_blamed_on_the_hook():
 
 # ---------------------------------------------------------------- threads ----------------------
 
+
 def test_encode_in_another_thread_waits_for_an_ablation_and_sees_the_intact_model(adder):
     src = sources(adder, ["663+497"])
     intact = adder.model.encode(src)
@@ -94,6 +103,7 @@ def test_encode_in_another_thread_waits_for_an_ablation_and_sees_the_intact_mode
     def other():
         started.set()
         seen.append(adder.model.encode(src))
+
     with adder.ablate(adder.heads):
         worker = threading.Thread(target=other)
         worker.start()
@@ -116,17 +126,21 @@ def test_mean_z_is_recomputed_after_weights_change_in_place(tmp_path):
 
 # ---------------------------------------------------------------- patching arguments -----------
 
-@pytest.mark.parametrize("kwargs, error, message", [
-    ({"source": "clen"}, ValueError, "source must be 'clean' or 'corrupted', not 'clen'"),
-    ({"head": -1}, ValueError, "head -1 is not one of this activation's heads 0 … 3"),
-    ({"head": 7}, ValueError, "head 7 is not one of"),
-    ({"head": True}, TypeError, "head must be a whole number"),
-    ({"head": 1.0}, TypeError, "head must be a whole number"),
-    ({"positions": 99}, ValueError, "position 99 is not one of this activation's positions 0 … 6"),
-    ({"positions": [-1]}, ValueError, "position -1 is not one of"),
-    ({"positions": []}, ValueError, "positions is empty"),
-    ({"positions": "0"}, TypeError, "positions must be"),
-])
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"source": "clen"}, ValueError, "source must be 'clean' or 'corrupted', not 'clen'"),
+        ({"head": -1}, ValueError, "head -1 is not one of this activation's heads 0 … 3"),
+        ({"head": 7}, ValueError, "head 7 is not one of"),
+        ({"head": True}, TypeError, "head must be a whole number"),
+        ({"head": 1.0}, TypeError, "head must be a whole number"),
+        ({"positions": 99}, ValueError, "position 99 is not one of this activation's positions 0 … 6"),
+        ({"positions": [-1]}, ValueError, "position -1 is not one of"),
+        ({"positions": []}, ValueError, "positions is empty"),
+        ({"positions": "0"}, TypeError, "positions must be"),
+    ],
+)
 def test_every_patch_argument_is_checked(adder, kwargs, error, message):
     with pytest.raises(error, match=message):
         P.patch(adder, CLEAN, CORRUPTED, "enc.self.0.hook_z", **kwargs)
@@ -139,8 +153,9 @@ def test_a_patch_hook_name_must_be_a_hook(adder):
         P.patch(adder, CLEAN, CORRUPTED, 3)
 
 
-@pytest.mark.parametrize("corrupted, message", [([1, 2, 300, 4], "holds 300, outside the values 0–99"),
-                                                ([1, 2, -3, 4], "holds -3, outside")])
+@pytest.mark.parametrize(
+    "corrupted, message", [([1, 2, 300, 4], "holds 300, outside the values 0–99"), ([1, 2, -3, 4], "holds -3, outside")]
+)
 def test_classifier_patching_checks_its_tokens(clf, corrupted, message):
     with pytest.raises(ValueError, match=message):
         P.patch_heads(clf, [1, 2, 3, 4], corrupted)
@@ -160,10 +175,15 @@ def test_inputs_the_model_cannot_tell_apart_are_refused():
         P.patch(model, [1, 2, 3], [1, 3, 2], "hook_embed")
 
 
-@pytest.mark.parametrize("kwargs, message", [({"modules": ["enc.self.9"]}, "unknown attention module"),
-                                             ({"modules": []}, "unknown attention module"),
-                                             ({"min_gap": -1}, "min_gap must be"),
-                                             ({"min_gap": "big"}, "min_gap must be")])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"modules": ["enc.self.9"]}, "unknown attention module"),
+        ({"modules": []}, "unknown attention module"),
+        ({"min_gap": -1}, "min_gap must be"),
+        ({"min_gap": "big"}, "min_gap must be"),
+    ],
+)
 def test_patch_heads_checks_its_arguments(adder, kwargs, message):
     with pytest.raises(ValueError, match=message):
         P.patch_heads(adder, CLEAN, CORRUPTED, **kwargs)
@@ -183,11 +203,15 @@ def test_strongest_never_ranks_nan():
 
 # ---------------------------------------------------------------- length cap and memory --------
 
+
 @pytest.mark.parametrize("entry", ["forward", "run_with_cache", "run_with_hooks"])
 def test_one_length_cap_for_every_classifier_entry_point(clf, entry):
     tokens = torch.zeros(1, 16_000, dtype=torch.long)
-    call = {"forward": lambda: clf(tokens), "run_with_cache": lambda: clf.run_with_cache(tokens),
-            "run_with_hooks": lambda: clf.run_with_hooks(tokens, hooks=[])}[entry]
+    call = {
+        "forward": lambda: clf(tokens),
+        "run_with_cache": lambda: clf.run_with_cache(tokens),
+        "run_with_hooks": lambda: clf.run_with_hooks(tokens, hooks=[]),
+    }[entry]
     with pytest.raises(ValueError, match="16000 tokens are longer than this classifier takes: 4096"):
         call()
 
@@ -200,7 +224,7 @@ def test_patching_splits_its_rows_to_stay_within_the_memory_budget(clf, monkeypa
     real = clf.run_with_hooks
     monkeypatch.setattr(clf, "run_with_hooks", lambda *a, **k: calls.append(a[0].shape[0]) or real(*a, **k))
     # a budget for about 10 rows of 20 tokens at a time
-    monkeypatch.setattr(sortedness_model, "MEMORY_BUDGET", 11 * sortedness_model.PATTERN_COPIES * 4 * 4 * 20 ** 2)
+    monkeypatch.setattr(sortedness_model, "MEMORY_BUDGET", 11 * sortedness_model.PATTERN_COPIES * 4 * 4 * 20**2)
     split = P.patch_heads(clf, clean, corrupted)
     assert max(calls) <= 11 and len(calls) >= 2 * 8  # two modules, 80 rows each, in batches of ≤ 10 + 1
     for name in whole.effect:

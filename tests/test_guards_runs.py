@@ -1,6 +1,7 @@
 """Issue 23, long commands: SIGTERM and SIGHUP handled like Ctrl-C, workers that end with their
 parent, a finished model kept through an interrupted evaluation or a failed save, editions written
 all or nothing. Subprocess cases send real signals; tests write to tmp_path only."""
+
 import errno
 import os
 import signal
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_robustness import ENV, ROOT, SIGNAL_AT_STEP_3, alive, assert_kept, previous, run_script, spawned_workers  # noqa: F401
 
 from attnkit.__main__ import main
 from attnkit.adder import Adder
@@ -21,8 +23,6 @@ from attnkit.core.checkpoint import CheckpointWarning
 from attnkit.course import editions
 from attnkit.course.grading import NOTEBOOKS_DIR
 
-from test_robustness import ENV, ROOT, SIGNAL_AT_STEP_3, alive, assert_kept, previous, run_script, spawned_workers  # noqa: F401
-
 pytestmark = pytest.mark.usefixtures("one_thread")
 SMALL = Seq2SeqConfig(d_model=16, d_ff=32, n_heads=2, n_enc_layers=1, n_dec_layers=1)
 QUICK = AdderTrainConfig(max_steps=2, eval_every=1, n_val=64)
@@ -30,8 +30,9 @@ QUICK = AdderTrainConfig(max_steps=2, eval_every=1, n_val=64)
 
 # ---------------------------------------------------------------- train adder under signals ----
 
+
 @pytest.mark.parametrize("sig, status", [("SIGTERM", 143), ("SIGHUP", 129)])
-def test_sigterm_and_sighup_in_train_adder_act_like_ctrl_c(previous, sig, status):
+def test_sigterm_and_sighup_in_train_adder_act_like_ctrl_c(previous, sig, status):  # noqa: F811 (a fixture)
     done = run_script(SIGNAL_AT_STEP_3, previous, sig)
     assert done.returncode == status, done.stderr[-2000:]
     assert_kept(previous)
@@ -44,6 +45,7 @@ def test_sigterm_and_sighup_in_train_adder_act_like_ctrl_c(previous, sig, status
 def test_ctrl_c_during_the_final_evaluation_keeps_the_finished_model(tmp_path, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
+
     monkeypatch.setattr(adder_train, "evaluate", interrupted)
     result = train_adder(SMALL, QUICK, out_path=tmp_path / "a.pt", progress=False)
     assert result.interrupted and result.saved_to == interrupted_path(tmp_path / "a.pt")
@@ -60,6 +62,7 @@ def failing_saves(real, fail_in):
         if any(str(path).startswith(str(folder)) for folder in fail_in):
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(path, *args, **kwargs)
+
     return save
 
 
@@ -88,7 +91,9 @@ def test_when_no_save_works_the_message_says_the_model_is_lost(tmp_path, monkeyp
 def test_the_cli_reports_a_failed_save_without_a_traceback(tmp_path, monkeypatch, capsys):
     def train_pretrained(out):
         raise OSError(errno.ENOSPC, f"could not save the trained model to {out}; it was kept in /tmp/x.pt")
+
     import attnkit.adder as adder_pkg
+
     monkeypatch.setattr(adder_pkg, "train_pretrained", train_pretrained)
     with pytest.raises(SystemExit) as stop:
         main(["train", "adder", "--out", str(tmp_path / "a.pt")])
@@ -108,8 +113,15 @@ run_experiment(encodings=("alibi", "none"), seeds=(0,), variants=False, data_dir
 
 
 def start_with_workers(out: Path):
-    proc = subprocess.Popen([sys.executable, "-c", WORKERS_RUNNING, str(out)], cwd=ROOT, env=ENV,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WORKERS_RUNNING, str(out)],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     deadline, workers = time.monotonic() + 120, []
     while time.monotonic() < deadline and proc.poll() is None and len(workers) < 2:
         time.sleep(0.2)
@@ -144,10 +156,19 @@ def test_workers_end_when_their_parent_is_killed(tmp_path):
 def test_sigterm_to_train_sortedness_stops_it_and_its_workers(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    script = WORKERS_RUNNING.replace("from attnkit.experiments", "from attnkit.__main__ import handle_stop_signals\n"
-                                     "handle_stop_signals()\nfrom attnkit.experiments")
-    proc = subprocess.Popen([sys.executable, "-c", script, str(out)], cwd=ROOT, env=ENV,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    script = WORKERS_RUNNING.replace(
+        "from attnkit.experiments",
+        "from attnkit.__main__ import handle_stop_signals\nhandle_stop_signals()\nfrom attnkit.experiments",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, str(out)],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline, workers = time.monotonic() + 120, []
         while time.monotonic() < deadline and proc.poll() is None and len(workers) < 2:
@@ -166,6 +187,7 @@ def test_sigterm_to_train_sortedness_stops_it_and_its_workers(tmp_path):
 
 # ---------------------------------------------------------------- editions ---------------------
 
+
 def old_edition(out: Path) -> dict:
     out.mkdir()
     for nb in sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb")):
@@ -183,6 +205,7 @@ def test_a_signal_while_the_edition_is_renamed_is_held_until_it_is_complete(tmp_
         renamed.append(dst)
         if len(renamed) == 2:
             os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C between the 2nd and the 3rd notebook
+
     monkeypatch.setattr(editions.os, "replace", replace)
     with pytest.raises(editions.EditionWritten):
         editions.write_student_edition(NOTEBOOKS_DIR, out, force=True)
@@ -201,6 +224,7 @@ def test_a_signal_while_the_temporaries_are_written_leaves_the_old_edition(tmp_p
             if len(opened) == 3:
                 raise KeyboardInterrupt
         return real_open(path, mode, *args, **kwargs)
+
     monkeypatch.setattr("builtins.open", open_)
     with pytest.raises(KeyboardInterrupt):
         editions.write_student_edition(NOTEBOOKS_DIR, out, force=True)
@@ -220,6 +244,7 @@ def test_the_edition_follows_the_umask(tmp_path):
 def test_ctrl_c_in_the_student_command_prints_a_message_not_a_traceback(tmp_path, monkeypatch, capsys):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
+
     monkeypatch.setattr(editions, "write_student_edition", interrupted)
     with pytest.raises(SystemExit) as stop:
         main(["student", str(tmp_path / "s")])
@@ -229,7 +254,9 @@ def test_ctrl_c_in_the_student_command_prints_a_message_not_a_traceback(tmp_path
 
 def test_messages_print_on_an_ascii_only_terminal(monkeypatch):
     import io
+
     from attnkit import __main__ as cli
+
     raw = io.BytesIO()
     monkeypatch.setattr(cli.sys, "stderr", io.TextIOWrapper(raw, encoding="ascii"))
     cli.say("interrupted: 99.95 % … kept ✅")

@@ -1,5 +1,6 @@
 """Notebook 03's checkers (attnkit.exercises.heatmaps): correct solutions written differently pass,
 each planted mistake gets its own hint, and nothing a learner hands over makes one raise."""
+
 import math
 from pathlib import Path
 
@@ -9,8 +10,8 @@ import pytest
 import torch
 
 from attnkit.adder.data import PAD
-from attnkit.interp.roles import row_shares
 from attnkit.exercises import heatmaps as H
+from attnkit.interp.roles import row_shares
 from conftest import assert_hint, checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_attention_heatmaps.ipynb"
@@ -53,21 +54,32 @@ def test_the_notebook_is_laid_out_as_exercises():
     nb = nbformat.read(NOTEBOOK, as_version=4)
     for i, cell in enumerate(nb.cells):
         grade = cell.metadata.get("nbgrader")
-        if not grade or not grade.get("solution"):   # solution cells (check cells are autograder tests)
+        if not grade or not grade.get("solution"):  # solution cells (check cells are autograder tests)
             continue
         title, check = nb.cells[i - 1], nb.cells[i + 1]
         assert title.cell_type == "markdown" and title.source.startswith("### ⭐")
         assert "<details><summary>Hint</summary>" in title.source
-        assert grade == {"grade": False, "grade_id": grade["grade_id"], "locked": False, "schema_version": 3,
-                         "solution": True, "task": False}
+        assert grade == {
+            "grade": False,
+            "grade_id": grade["grade_id"],
+            "locked": False,
+            "schema_version": 3,
+            "solution": True,
+            "task": False,
+        }
         assert cell.source.count("### BEGIN SOLUTION") == cell.source.count("### END SOLUTION") == 1
         assert (check.metadata["tags"], check.metadata["attnkit"]) == (["check"], {"exercise": grade["grade_id"]})
         assert check.source.startswith("heatmap_checks.check_") and check.source.endswith(";")
 
 
-@pytest.mark.parametrize("check, name", [(H.check_row_entropy, "my_row_entropy"),
-                                         (H.check_typical_sample, "my_typical_sample"),
-                                         (H.check_aligned_share, "my_aligned_share")])
+@pytest.mark.parametrize(
+    "check, name",
+    [
+        (H.check_row_entropy, "my_row_entropy"),
+        (H.check_typical_sample, "my_typical_sample"),
+        (H.check_aligned_share, "my_aligned_share"),
+    ],
+)
 def test_the_notebook_solutions_pass_and_stubs_wait(capsys, check, name):
     assert run(capsys, check, learner_solutions()[name])[0]
     ok, line = run(capsys, check, stub)
@@ -75,17 +87,37 @@ def test_the_notebook_solutions_pass_and_stubs_wait(capsys, check, name):
 
 
 @pytest.mark.parametrize("check", [H.check_row_entropy, H.check_typical_sample, H.check_aligned_share])
-@pytest.mark.parametrize("handed", [
-    None, [1, 2], np.zeros(3), "my_function", NotAFunction,
-    lambda: 0,                                   # wrong signature: no argument
-    lambda *args: None,                          # forgot return
-    lambda *args: (x for x in range(3)),         # a generator
-    lambda *args: "0.5",                         # a string
-    lambda *args: {"share": 0.5},                # a dict
-    lambda *args: [[1, 2], [3]],                 # ragged
-    lambda *args: print("debug") or 1 / 0,       # prints, then raises
-], ids=["None", "list", "numpy", "str", "class", "no-args", "returns-None", "generator", "returns-str",
-        "returns-dict", "ragged", "prints-and-raises"])
+@pytest.mark.parametrize(
+    "handed",
+    [
+        None,
+        [1, 2],
+        np.zeros(3),
+        "my_function",
+        NotAFunction,
+        lambda: 0,  # wrong signature: no argument
+        lambda *args: None,  # forgot return
+        lambda *args: (x for x in range(3)),  # a generator
+        lambda *args: "0.5",  # a string
+        lambda *args: {"share": 0.5},  # a dict
+        lambda *args: [[1, 2], [3]],  # ragged
+        lambda *args: print("debug") or 1 / 0,  # prints, then raises
+    ],
+    ids=[
+        "None",
+        "list",
+        "numpy",
+        "str",
+        "class",
+        "no-args",
+        "returns-None",
+        "generator",
+        "returns-str",
+        "returns-dict",
+        "ragged",
+        "prints-and-raises",
+    ],
+)
 def test_never_raises_whatever_it_is_handed(capsys, check, handed):
     ok, line = run(capsys, check, handed)
     assert not ok and line.startswith("❌"), line
@@ -104,14 +136,18 @@ def test_checkers_keep_global_random_state(capsys):
     torch.manual_seed(0)
     np.random.seed(0)
     before_torch, before_np = torch.random.get_rng_state(), np.random.get_state()[1].copy()
-    for check, name in [(H.check_row_entropy, "my_row_entropy"), (H.check_typical_sample, "my_typical_sample"),
-                        (H.check_aligned_share, "my_aligned_share")]:
+    for check, name in [
+        (H.check_row_entropy, "my_row_entropy"),
+        (H.check_typical_sample, "my_typical_sample"),
+        (H.check_aligned_share, "my_aligned_share"),
+    ]:
         run(capsys, check, learner_solutions()[name])
     assert torch.equal(torch.random.get_rng_state(), before_torch)
     assert np.array_equal(np.random.get_state()[1], before_np)
 
 
 # ---------------------------------------------------------------- row entropy
+
 
 def entropy_where(p):
     return -torch.where(p > 0, p * p.log2(), torch.zeros_like(p)).sum(-1)
@@ -139,8 +175,11 @@ def entropy_list(p):
     return (-torch.special.xlogy(p, p).sum(-1) / math.log(2)).tolist()
 
 
-@pytest.mark.parametrize("fn", [entropy_where, entropy_numpy, entropy_clamped, entropy_loops, entropy_list],
-                         ids=["where", "numpy-nansum", "clamp", "python-loops", "returns-list"])
+@pytest.mark.parametrize(
+    "fn",
+    [entropy_where, entropy_numpy, entropy_clamped, entropy_loops, entropy_list],
+    ids=["where", "numpy-nansum", "clamp", "python-loops", "returns-list"],
+)
 def test_row_entropy_correct_variants_pass(capsys, fn):
     assert run(capsys, H.check_row_entropy, fn)[0]
 
@@ -189,13 +228,16 @@ def test_row_entropy_hints_lead_to_a_pass(capsys):
 
 def test_row_entropy_only_fits_shape_agnostic_code(capsys):
     """Code written for the 4-D cache entry only (indexing axis 3, unpacking four sizes) does not pass."""
+
     def four_d(p):
         b, h, q, k = p.shape
         return -torch.special.xlogy(p, p).sum(3) / math.log(2)
+
     fails_with(capsys, H.check_row_entropy, four_d, "don't unpack a fixed number of sizes")
 
 
 # ---------------------------------------------------------------- typical sample
+
 
 def typical_reference(values, means):
     defined = ~np.isnan(means)
@@ -210,7 +252,7 @@ def typical_loops(values, means):
         diffs = [abs(v - m) for v, m in zip(row, means) if not math.isnan(m)]
         if any(math.isnan(d) for d in diffs):
             continue
-        d = sum(diffs)                          # sum, not mean: same order, same argmin
+        d = sum(diffs)  # sum, not mean: same order, same argmin
         if d < best_d:
             best, best_d = i, d
     return best
@@ -220,18 +262,21 @@ def typical_torch(values, means):
     v, m = torch.as_tensor(values), torch.as_tensor(means)
     keep = ~m.isnan()
     d = (v[:, keep] - m[keep]).abs().mean(1).nan_to_num(nan=math.inf)
-    return d.argmin()                            # a 0-d tensor
+    return d.argmin()  # a 0-d tensor
 
 
 def typical_masked(values, means):
     defined = ~np.isnan(means)
     complete = ~np.isnan(values[:, defined]).any(axis=1)
     d = np.ma.masked_array(np.abs(values[:, defined] - means[defined]).mean(1), mask=~complete)
-    return np.ma.argmin(d)                       # numpy integer
+    return np.ma.argmin(d)  # numpy integer
 
 
-@pytest.mark.parametrize("fn", [typical_reference, typical_loops, typical_torch, typical_masked],
-                         ids=["numpy", "loops-sum", "torch-tensor", "masked-array"])
+@pytest.mark.parametrize(
+    "fn",
+    [typical_reference, typical_loops, typical_torch, typical_masked],
+    ids=["numpy", "loops-sum", "torch-tensor", "masked-array"],
+)
 def test_typical_sample_correct_variants_pass(capsys, fn):
     assert run(capsys, H.check_typical_sample, fn)[0]
 
@@ -258,9 +303,13 @@ def typical_sum(values, means, f, centre=None, pick=np.argmin):
 
 
 TYPICAL_MISTAKES = [
-    (lambda v, m: typical_sum(v, m, lambda d: np.abs(d).mean(1), pick=lambda d: np.argmax(np.where(np.isinf(d), -1, d))),
-     "farthest"),
-    (lambda v, m: typical_sum(v, m, lambda d: (d ** 2).mean(1)), "squared differences"),
+    (
+        lambda v, m: typical_sum(
+            v, m, lambda d: np.abs(d).mean(1), pick=lambda d: np.argmax(np.where(np.isinf(d), -1, d))
+        ),
+        "farthest",
+    ),
+    (lambda v, m: typical_sum(v, m, lambda d: (d**2).mean(1)), "squared differences"),
     (lambda v, m: typical_sum(v, m, lambda d: np.linalg.norm(d, axis=1)), "Euclidean distance"),
     (lambda v, m: typical_sum(v, m, lambda d: d.mean(1)), "signed differences"),
     (lambda v, m: typical_sum(v, m, lambda d: np.abs(d).mean(1), centre=np.nanmean(v, 0)), "average of `values`"),
@@ -273,8 +322,8 @@ TYPICAL_MISTAKES = [
     (lambda v, m: True, "returned a bool"),
     (lambda v, m: len(v), "but there are 14 samples"),
     (lambda v, m: 2.5, "return the index of a sample"),
-    (lambda v, m: int(np.nanargmin(np.abs(v[:, -1] - np.nanmedian(v[:, -1])))), "is closer"),   # median of one measure
-    (lambda m, v: typical_reference(v, m), "IndexError"),                                    # arguments swapped
+    (lambda v, m: int(np.nanargmin(np.abs(v[:, -1] - np.nanmedian(v[:, -1])))), "is closer"),  # median of one measure
+    (lambda m, v: typical_reference(v, m), "IndexError"),  # arguments swapped
 ]
 
 
@@ -288,8 +337,8 @@ def test_typical_cases_tell_the_mistakes_apart():
     """Case A's planted samples: each wrong distance picks a different sample from the right one."""
     label, values, means = H._typical_cases()[0]
     right = typical_reference(values, means)
-    picks = {right, 0, 2}                                  # the answer, "all NaN", the sample lacking carry
-    for i in (0, 1, 3, 4):                                  # farthest, squared, signed, centre
+    picks = {right, 0, 2}  # the answer, "all NaN", the sample lacking carry
+    for i in (0, 1, 3, 4):  # farthest, squared, signed, centre
         picks.add(TYPICAL_MISTAKES[i][0](values, means))
     assert len(picks) == 7, picks
 
@@ -297,6 +346,7 @@ def test_typical_cases_tell_the_mistakes_apart():
 def test_typical_sample_agrees_with_roles():
     """The checker's distance is roles_from_cache's (on a made-up cache of 40 problems)."""
     from attnkit.interp.roles import MEASURES, per_sample_roles, roles_from_cache
+
     label, cache, head = H._aligned_cases()[0]
     roles = roles_from_cache(cache)
     heads, sums, counts = per_sample_roles(cache)
@@ -310,8 +360,21 @@ def test_typical_sample_agrees_with_roles():
 
 # ---------------------------------------------------------------- aligned share
 
-def aligned_loops(cache, head, shift=0, fixed=False, mirrored=False, keys="ab", key_mean=False, rows="counted",
-                  per_problem=False, first_only=False, head_index=None, n_digits=None):
+
+def aligned_loops(
+    cache,
+    head,
+    shift=0,
+    fixed=False,
+    mirrored=False,
+    keys="ab",
+    key_mean=False,
+    rows="counted",
+    per_problem=False,
+    first_only=False,
+    head_index=None,
+    n_digits=None,
+):
     """A learner's loop version, with at most one planted mistake switched on."""
     kind, layer, h = head.rsplit(".", 2)
     pattern = cache[f"{kind}.{layer}.hook_pattern"][:, int(h) if head_index is None else head_index]
@@ -321,7 +384,7 @@ def aligned_loops(cache, head, shift=0, fixed=False, mirrored=False, keys="ab", 
     for i in range(1 if first_only else len(src)):
         digits = src[i].tolist()
         a = int("".join(map(str, digits[:nd])))
-        b = int("".join(map(str, digits[nd + 1:])))
+        b = int("".join(map(str, digits[nd + 1 :])))
         length = nd + 1 if fixed else len(str(a + b))
         mine, n_mine = 0.0, 0
         for t in range(tgt.shape[1]):
@@ -344,11 +407,11 @@ def aligned_kit(cache, head):
 
 def aligned_numpy(cache, head):
     kind, layer, h = head.rsplit(".", 2)
-    w = cache[f"{kind}.{layer}.hook_pattern"].numpy()[:, int(h)]          # (batch, q, k)
+    w = cache[f"{kind}.{layer}.hook_pattern"].numpy()[:, int(h)]  # (batch, q, k)
     src, tgt = cache["src"].numpy(), cache["tgt"].numpy()
     nd = (src.shape[1] - 1) // 2
     length = (tgt[:, 1:] < 10).sum(1)
-    place = length[:, None] - 1 - np.arange(tgt.shape[1])                  # (batch, q)
+    place = length[:, None] - 1 - np.arange(tgt.shape[1])  # (batch, q)
     keys = np.zeros(w.shape, dtype=bool)
     for p in range(nd):
         keys[:, :, nd - 1 - p] |= place == p
@@ -357,8 +420,11 @@ def aligned_numpy(cache, head):
     return torch.tensor(np.einsum("bqk,bqk->bq", w, keys)[counted].mean())  # a 0-d tensor
 
 
-@pytest.mark.parametrize("fn", [aligned_loops, aligned_numpy, learner_solutions()["my_aligned_share"]],
-                         ids=["python-loops", "numpy-einsum", "notebook"])
+@pytest.mark.parametrize(
+    "fn",
+    [aligned_loops, aligned_numpy, learner_solutions()["my_aligned_share"]],
+    ids=["python-loops", "numpy-einsum", "notebook"],
+)
 def test_aligned_share_correct_variants_pass(capsys, fn):
     assert run(capsys, H.check_aligned_share, fn)[0]
 
@@ -375,19 +441,28 @@ def aligned_all_heads(cache, head):
 
 
 def aligned_layer_one(cache, head):
-    return aligned_loops(cache, "dec.cross.1." + head.rsplit(".", 1)[1])   # the layer hard-coded
+    return aligned_loops(cache, "dec.cross.1." + head.rsplit(".", 1)[1])  # the layer hard-coded
 
 
 def aligned_per_problem_values(cache, head):
-    return [aligned_loops({**dict(cache.items()), "src": cache["src"][i:i + 1], "tgt": cache["tgt"][i:i + 1],
-                           head.rsplit(".", 1)[0] + ".hook_pattern": cache[head.rsplit(".", 1)[0] + ".hook_pattern"][i:i + 1]},
-                          head) for i in range(len(cache["src"]))]
+    return [
+        aligned_loops(
+            {
+                **dict(cache.items()),
+                "src": cache["src"][i : i + 1],
+                "tgt": cache["tgt"][i : i + 1],
+                head.rsplit(".", 1)[0] + ".hook_pattern": cache[head.rsplit(".", 1)[0] + ".hook_pattern"][i : i + 1],
+            },
+            head,
+        )
+        for i in range(len(cache["src"]))
+    ]
 
 
 def aligned_head_on_batch_axis(cache, head):
     kind, layer, h = head.rsplit(".", 2)
-    pattern = cache[f"{kind}.{layer}.hook_pattern"][int(h)]                # (heads, q, k): a mistake
-    counted = (cache["tgt"] != PAD)
+    pattern = cache[f"{kind}.{layer}.hook_pattern"][int(h)]  # (heads, q, k): a mistake
+    counted = cache["tgt"] != PAD
     return (pattern[..., 0] * counted).sum() / counted.sum()
 
 
@@ -410,18 +485,20 @@ ALIGNED_MISTAKES = [
     (aligned_in_place, "changed the cache in place"),
     (aligned_per_problem_values, "one share per problem"),
     (aligned_head_on_batch_axis, "one head is pattern[:, h]"),
-    (lambda c, h: aligned_loops(c, h, shift=1, fixed=True), "expected"),       # two mistakes: the general hint
-    (lambda head, cache: aligned_loops(cache, head), "AttributeError"),          # arguments swapped
+    (lambda c, h: aligned_loops(c, h, shift=1, fixed=True), "expected"),  # two mistakes: the general hint
+    (lambda head, cache: aligned_loops(cache, head), "AttributeError"),  # arguments swapped
 ]
 
 
-@pytest.mark.parametrize("fn, hint", ALIGNED_MISTAKES, ids=[f"{i}-{h[:30]}" for i, (_, h) in enumerate(ALIGNED_MISTAKES)])
+@pytest.mark.parametrize(
+    "fn, hint", ALIGNED_MISTAKES, ids=[f"{i}-{h[:30]}" for i, (_, h) in enumerate(ALIGNED_MISTAKES)]
+)
 def test_aligned_share_mistakes_get_their_hint(capsys, fn, hint):
     fails_with(capsys, H.check_aligned_share, fn, hint)
 
 
 def test_aligned_variants_are_the_kits_number_without_a_mistake():
-    for label, cache, head in H._aligned_cases():
+    for _label, cache, _head in H._aligned_cases():
         for layer in range(2):
             for h in range(cache[f"dec.cross.{layer}.hook_pattern"].size(1)):
                 name = f"dec.cross.{layer}.{h}"
@@ -433,12 +510,23 @@ def test_aligned_cases_tell_the_mistakes_apart():
     """On the first case every planted variant differs from the right answer and from each other."""
     label, cache, head = H._aligned_cases()[0]
     values = [H._aligned_reference(cache, head)]
-    for mistake in [dict(shift=1), dict(shift=-1), dict(fixed_len=True), dict(mirrored=True), dict(keys="a"),
-                    dict(keys="b"), dict(key_mean=True), dict(rows="real"), dict(rows="all"), dict(per_problem=True),
-                    dict(first_only=True), dict(all_heads=True)]:
+    for mistake in [
+        dict(shift=1),
+        dict(shift=-1),
+        dict(fixed_len=True),
+        dict(mirrored=True),
+        dict(keys="a"),
+        dict(keys="b"),
+        dict(key_mean=True),
+        dict(rows="real"),
+        dict(rows="all"),
+        dict(per_problem=True),
+        dict(first_only=True),
+        dict(all_heads=True),
+    ]:
         values.append(H._aligned_variant(cache, head, **mistake))
     values = np.array(values)
-    others = [H._aligned_reference(cache, f"dec.cross.{l}.{j}") for l in range(2) for j in range(3) if (l, j) != (1, 2)]
+    others = [H._aligned_reference(cache, f"dec.cross.{i}.{j}") for i in range(2) for j in range(3) if (i, j) != (1, 2)]
     values = np.concatenate([values, others])
     gaps = np.abs(values[:, None] - values[None, :]) + np.eye(len(values))
     assert gaps.min() > 1e-3, values

@@ -1,4 +1,5 @@
 """attnkit.core.hooks: hook names, the cache, temporary hooks, thread safety."""
+
 import threading
 
 import numpy as np
@@ -28,15 +29,23 @@ def batch():
 
 def test_hook_names_cover_every_layer_and_attention_kind(model):
     names = model.hook_names()
-    expected = {f"{m}.{h}" for m in ["enc.self.0", "enc.self.1", "dec.self.0", "dec.cross.0", "dec.self.1",
-                                     "dec.cross.1"] for h in ATTENTION_HOOKS}
+    expected = {
+        f"{m}.{h}"
+        for m in ["enc.self.0", "enc.self.1", "dec.self.0", "dec.cross.0", "dec.self.1", "dec.cross.1"]
+        for h in ATTENTION_HOOKS
+    }
     expected |= {f"enc.{i}.hook_{x}" for i in range(2) for x in ("resid_pre", "resid_mid", "mlp_out", "resid_post")}
-    expected |= {f"dec.{i}.hook_{x}" for i in range(2)
-                 for x in ("resid_pre", "resid_mid", "resid_cross", "mlp_out", "resid_post")}
+    expected |= {
+        f"dec.{i}.hook_{x}"
+        for i in range(2)
+        for x in ("resid_pre", "resid_mid", "resid_cross", "mlp_out", "resid_post")
+    }
     expected |= {"hook_src_embed", "hook_memory", "hook_tgt_embed", "hook_logits"}
     assert set(names) == expected and len(names) == len(expected)  # and no name twice
     clf = SortednessClassifier(SortednessConfig())
-    assert {"enc.self.1.hook_pattern", "enc.0.hook_resid_post", "hook_embed", "hook_token_score"} <= set(clf.hook_names())
+    assert {"enc.self.1.hook_pattern", "enc.0.hook_resid_post", "hook_embed", "hook_token_score"} <= set(
+        clf.hook_names()
+    )
     assert clf.heads[0] == "enc.self.0.0" and len(clf.heads) == 8
 
 
@@ -53,8 +62,12 @@ def test_cache_equals_the_modules_outputs(model, batch):
     torch.testing.assert_close(cache["enc.1.hook_resid_mid"], x + attn_out, rtol=0, atol=0)
     z, pattern, v = cache["dec.cross.0.hook_z"], cache["dec.cross.0.hook_pattern"], cache["dec.cross.0.hook_v"]
     torch.testing.assert_close(z, pattern @ v, rtol=0, atol=1e-6)
-    torch.testing.assert_close(pattern, cache["dec.cross.0.hook_scores"].softmax(-1) * (src != PAD)[:, None, None, :].any(-1, keepdim=True),
-                               rtol=0, atol=1e-6)
+    torch.testing.assert_close(
+        pattern,
+        cache["dec.cross.0.hook_scores"].softmax(-1) * (src != PAD)[:, None, None, :].any(-1, keepdim=True),
+        rtol=0,
+        atol=1e-6,
+    )
     torch.testing.assert_close(cache["hook_memory"], model.encode(src), rtol=0, atol=0)
     assert cache["dec.self.0.hook_pattern"].triu(1).abs().max() == 0  # causal
     assert not any(p.fns for p in model.hook_points().values())
@@ -87,6 +100,7 @@ def test_hooks_replace_activations_and_are_removed_after_an_exception(model, bat
 
     def fails(x, hook):
         raise ValueError("inside a hook")
+
     with pytest.raises(ValueError, match="inside a hook"):
         model.run_with_hooks(src, tgt, hooks=[("hook_logits", fails)])
     assert not any(p.fns for p in model.hook_points().values())

@@ -5,6 +5,7 @@ SVG and widget text reprs. So every notebook is committed WITHOUT outputs and ru
 --nbval-lax (every cell must run; none is compared), and states its key numbers in visible
 `assert` cells. Long training sits behind a flag that is False when committed.
 """
+
 import re
 from pathlib import Path
 
@@ -40,8 +41,11 @@ def test_notebook_is_named_and_valid(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_is_committed_without_outputs(path):
-    dirty = [i for i, c in enumerate(read(path).cells)
-             if c.cell_type == "code" and (c.outputs or c.execution_count is not None)]
+    dirty = [
+        i
+        for i, c in enumerate(read(path).cells)
+        if c.cell_type == "code" and (c.outputs or c.execution_count is not None)
+    ]
     assert not dirty, f"cells {dirty} have outputs: clear them (Edit > Clear Outputs of All Cells) before committing"
 
 
@@ -60,8 +64,11 @@ def test_long_training_is_off(path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_no_cell_asks_nbval_to_compare_outputs(path):
     # With no stored outputs, a compared cell could only fail (or, with outputs, flake on numbers).
-    marked = [c.source.splitlines()[0] for c in code_cells(read(path))
-              if "NBVAL_CHECK_OUTPUT" in c.source or "nbval-check-output" in c.metadata.get("tags", [])]
+    marked = [
+        c.source.splitlines()[0]
+        for c in code_cells(read(path))
+        if "NBVAL_CHECK_OUTPUT" in c.source or "nbval-check-output" in c.metadata.get("tags", [])
+    ]
     assert not marked
 
 
@@ -79,10 +86,11 @@ def test_every_exercise_has_a_mark_a_hint_a_marked_solution_and_a_check(path):
         title = heading.search(cells[start].source).group()
         assert "⭐" in title, f"{title!r}: no difficulty mark"
         assert re.search(r"<details>\s*<summary>\s*Hint", cells[start].source), f"{title!r}: no collapsible hint"
-        solution = next(c for c in cells[start + 1:end] if c.cell_type == "code")
+        solution = next(c for c in cells[start + 1 : end] if c.cell_type == "code")
         meta = solution.metadata.get("nbgrader", {})
-        assert meta.get("solution") is True and meta.get("grade") is False and meta.get("grade_id"), \
+        assert meta.get("solution") is True and meta.get("grade") is False and meta.get("grade_id"), (
             f"{title!r}: its first code cell is not an nbgrader solution cell"
+        )
         assert "### BEGIN SOLUTION" in solution.source and "### END SOLUTION" in solution.source, title
         grade_ids.append(meta["grade_id"])
         checks = [c for c in cells[start:end] if "check" in c.metadata.get("tags", [])]
@@ -92,28 +100,37 @@ def test_every_exercise_has_a_mark_a_hint_a_marked_solution_and_a_check(path):
             assert len(calls) == 1, f"{title!r}: a check cell makes one checker call, not {calls}"
             exercises.append(check.metadata["attnkit"]["exercise"])
             # nbgrader: an autograder test worth a point that a student cannot change
-            assert {k: check.metadata["nbgrader"][k] for k in ("grade", "locked", "points", "solution")} == \
-                {"grade": True, "locked": True, "points": 1, "solution": False}, title
+            assert {k: check.metadata["nbgrader"][k] for k in ("grade", "locked", "points", "solution")} == {
+                "grade": True,
+                "locked": True,
+                "points": 1,
+                "solution": False,
+            }, title
             assert check.metadata["nbgrader"]["grade_id"] == exercises[-1] + "-check"
             # a check cell never shows an answer: no kit reference, no formula, only the checker
             exercise = registry()[exercises[-1]]
             names = [r.rsplit(".", 1)[-1].split(":")[-1] for r in exercise.references]
-            assert not any(re.search(rf"\b{n}\b", check.source) for n in names) and "lambda" not in check.source, \
+            assert not any(re.search(rf"\b{n}\b", check.source) for n in names) and "lambda" not in check.source, (
                 check.source
+            )
     assert len(set(grade_ids)) == len(grade_ids) and len(set(exercises)) == len(exercises)
     marked = [c for c in cells if c.cell_type == "code" and "### BEGIN SOLUTION" in c.source]
     assert len(marked) == len(starts), "every solution region belongs to an exercise"
     # nbgrader takes any line containing a marker, in any cell, as one, and refuses a notebook with
     # one outside a solution cell: prose must not quote them.
-    stray = [i for i, c in enumerate(cells) if not c.metadata.get("nbgrader", {}).get("solution")
-             and ("BEGIN SOLUTION" in c.source or "END SOLUTION" in c.source)]
+    stray = [
+        i
+        for i, c in enumerate(cells)
+        if not c.metadata.get("nbgrader", {}).get("solution")
+        and ("BEGIN SOLUTION" in c.source or "END SOLUTION" in c.source)
+    ]
     assert not stray, f"cells {stray} mention a solution marker outside a solution cell"
 
 
 def test_the_test_command_runs_every_notebook():
     makefile = (ROOT / "Makefile").read_text()
     recipe = re.search(r"^test:.*\n((?:\t.*\n)+)", makefile, re.M).group(1)
-    assert re.search(r"-m attnkit student build/student", recipe)   # the student edition, then
+    assert re.search(r"-m attnkit student build/student", recipe)  # the student edition, then
     assert re.search(r"pytest .*--dist loadfile .*--nbval-lax tests notebooks build/student", recipe)
     assert "make test" in (ROOT / ".ci" / "run").read_text()
     readme_top = (ROOT / "README.md").read_text()[:600]

@@ -1,5 +1,6 @@
 """attnkit.interp.patching: the normalisation's fixed points, batched sweeps against one-at-a-time
 patches, and the carry pairs."""
+
 import numpy as np
 import pytest
 import torch
@@ -55,15 +56,25 @@ def test_the_head_sweep_equals_one_patch_at_a_time(adder):
     assert np.abs(result.effect["dec.self.0"]).max() < 1e-6
     head_id, pos, value = result.strongest(1)[0]
     name, h = head_id.rsplit(".", 1)
-    assert result.effect[name][int(h), pos] == value == max((e.flat[np.abs(e).argmax()] for e in result.effect.values()), key=abs)
+    assert (
+        result.effect[name][int(h), pos]
+        == value
+        == max((e.flat[np.abs(e).argmax()] for e in result.effect.values()), key=abs)
+    )
 
 
 def test_residual_patching_is_complete_at_the_source_and_empty_before_the_difference(adder):
     res = P.patch_residual(adder, CLEAN, CORRUPTED)
-    assert set(res) == {"enc.0.hook_resid_post", "enc.1.hook_resid_post",
-                        "dec.0.hook_resid_post", "dec.1.hook_resid_post"}
+    assert set(res) == {
+        "enc.0.hook_resid_post",
+        "enc.1.hook_resid_post",
+        "dec.0.hook_resid_post",
+        "dec.1.hook_resid_post",
+    }
     # the memory holds everything the decoder learns about the source: all positions together restore it
-    assert P.patch(adder, CLEAN, CORRUPTED, "hook_memory") == pytest.approx(1.0, abs=effect_tol(adder, CLEAN, CORRUPTED))
+    assert P.patch(adder, CLEAN, CORRUPTED, "hook_memory") == pytest.approx(
+        1.0, abs=effect_tol(adder, CLEAN, CORRUPTED)
+    )
     assert res["enc.1.hook_resid_post"].shape == (7,) and res["dec.1.hook_resid_post"].shape == (5,)
 
 
@@ -86,8 +97,8 @@ def test_classifier_patching():
 
 def test_carry_pairs_remove_exactly_one_carry():
     assert P.carry_pair(125, 137) == ("125+137", "125+134")
-    assert P.carry_pair(125, 134) is None          # no carry to remove
-    assert P.carry_pair(555, 445) is None          # removing the units carry would also remove the chain
+    assert P.carry_pair(125, 134) is None  # no carry to remove
+    assert P.carry_pair(555, 445) is None  # removing the units carry would also remove the chain
     assert P.carry_pair(150, 160, column=1) == ("150+160", "150+140")
     rng = np.random.default_rng(0)
     for a, b in rng.integers(0, 1000, (300, 2)):
@@ -96,7 +107,7 @@ def test_carry_pairs_remove_exactly_one_carry():
             if pair is None:
                 continue
             (a1, b1), (a2, b2) = (map(int, p.split("+")) for p in pair)
-            assert a1 == a2 and b2 < b1 and (b1 - b2) % 10 ** column == 0 and b1 - b2 < 10 ** (column + 1)
+            assert a1 == a2 and b2 < b1 and (b1 - b2) % 10**column == 0 and b1 - b2 < 10 ** (column + 1)
             n1, _ = carry_stats(np.array([a1]), np.array([b1]))
             n2, _ = carry_stats(np.array([a2]), np.array([b2]))
             assert n1[0] - n2[0] == 1

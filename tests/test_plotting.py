@@ -1,13 +1,24 @@
 """attnkit.plotting: titles, axis labels, token labels, colour bars, masks, outlines, PNG and SVG."""
+
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
 from attnkit.adder.data import BOS, PAD, encode_sources
-from attnkit.ui.plotting import (KEY_LABEL, QUERY_LABEL, AttentionPlot, attention_figure, decoder_query_labels,
-                              heatmap, heatmap_grid, png_bytes, roles_heatmap, save_figure)
 from attnkit.interp.roles import MEASURES
+from attnkit.ui.plotting import (
+    KEY_LABEL,
+    QUERY_LABEL,
+    AttentionPlot,
+    attention_figure,
+    decoder_query_labels,
+    heatmap,
+    heatmap_grid,
+    png_bytes,
+    roles_heatmap,
+    save_figure,
+)
 
 TOKENS = ["1", "2", "+", "3", "4"]
 
@@ -66,8 +77,14 @@ def test_save_figure_refuses_other_formats(tmp_path):
 
 def test_grid_follows_d2l_layers_heads_convention():
     patterns = np.random.default_rng(0).random((2, 4, 5, 5))  # (layers, heads, q, k)
-    fig = heatmap_grid(patterns, TOKENS, TOKENS, title="grid", row_titles=["layer 0", "layer 1"],
-                       col_titles=[f"head {h}" for h in range(4)])
+    fig = heatmap_grid(
+        patterns,
+        TOKENS,
+        TOKENS,
+        title="grid",
+        row_titles=["layer 0", "layer 1"],
+        col_titles=[f"head {h}" for h in range(4)],
+    )
     panels, cbar = fig.axes[:8], fig.axes[8]
     assert len(fig.axes) == 9 and cbar.get_ylabel() == "weight"
     assert panels[5].get_title() == "layer 1 head 1"
@@ -137,17 +154,19 @@ def test_attention_plot_redraws_in_place():
 @pytest.mark.parametrize("kind, head", [("dec.cross", None), ("dec.self", 2), ("enc.self", 0)])
 def test_blitted_png_has_the_same_pixels_as_a_full_draw(kind, head, tmp_path):
     import io
+
     from PIL import Image
+
     cache = cache_for_12_plus_345()
     plot = AttentionPlot()
     save_figure(plot.figure(cache, 0, kind, 0, head), tmp_path / "at_150_dpi.png")
-    plot.png(plot.figure(cache, 0, kind, 0, head))                  # builds the background
+    plot.png(plot.figure(cache, 0, kind, 0, head))  # builds the background
     cache[f"{kind}.0.hook_pattern"] = cache[f"{kind}.0.hook_pattern"].flip(-2)  # new weights on the same layout
     fig = plot.figure(cache, 0, kind, 0, head, subtitle="again")
     blitted, full = plot.png(fig), png_bytes(fig)
     pixels = [np.asarray(Image.open(io.BytesIO(png)).convert("RGBA")) for png in (blitted, full)]
     np.testing.assert_array_equal(*pixels)
-    save_figure(fig, tmp_path / "again.png")                         # a save in between changes nothing
+    save_figure(fig, tmp_path / "again.png")  # a save in between changes nothing
     np.testing.assert_array_equal(np.asarray(Image.open(io.BytesIO(plot.png(fig))).convert("RGBA")), pixels[0])
 
 
@@ -174,6 +193,9 @@ def test_no_text_below_8_points_in_the_attention_figures():
     cache = cache_for_12_plus_345()
     for head in (None, 1):
         fig = attention_figure(cache, 0, "dec.cross", 0, head)
-        sizes = [t.get_fontsize() for t in fig.findobj(lambda a: hasattr(a, "get_text") and hasattr(a, "get_fontsize"))
-                 if t.get_text()]
+        sizes = [
+            t.get_fontsize()
+            for t in fig.findobj(lambda a: hasattr(a, "get_text") and hasattr(a, "get_fontsize"))
+            if t.get_text()
+        ]
         assert min(sizes) >= 8

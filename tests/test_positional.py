@@ -4,8 +4,17 @@ import pytest
 import torch
 
 from attnkit import MultiHeadAttention
-from attnkit.core.positional import (ENCODINGS, LearnedTable, Positional, RelativeBucketBias, alibi_bias,
-                                alibi_slopes, rotate, sinusoidal_shift_matrix, sinusoidal_table)
+from attnkit.core.positional import (
+    ENCODINGS,
+    LearnedTable,
+    Positional,
+    RelativeBucketBias,
+    alibi_bias,
+    alibi_slopes,
+    rotate,
+    sinusoidal_shift_matrix,
+    sinusoidal_table,
+)
 
 
 def test_sinusoidal_table_matches_the_formula():
@@ -23,7 +32,7 @@ def test_sinusoidal_shift_is_one_rotation_for_every_position(k):
     d = 32
     pe = sinusoidal_table(300, d).double()
     M = sinusoidal_shift_matrix(k, d)
-    torch.testing.assert_close(pe[k:] , pe[:-k] @ M.T, atol=1e-5, rtol=0)  # PE(p + k) = M_k PE(p), all p
+    torch.testing.assert_close(pe[k:], pe[:-k] @ M.T, atol=1e-5, rtol=0)  # PE(p + k) = M_k PE(p), all p
     torch.testing.assert_close(M @ M.T, torch.eye(d, dtype=torch.float64))  # orthogonal: a rotation
     blocks = M.reshape(d // 2, 2, d // 2, 2)
     off_diagonal = blocks.sum(dim=(1, 3)) * (1 - torch.eye(d // 2, dtype=torch.float64))
@@ -104,7 +113,7 @@ def test_positional_offers_one_kind_of_signal_per_encoding():
 
 # ---------------------------------------------------------------- direction and sign of every scheme
 def test_alibi_slopes_are_the_papers_geometric_sequence():
-    assert alibi_slopes(4).tolist() == [2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8]
+    assert alibi_slopes(4).tolist() == [2**-2, 2**-4, 2**-6, 2**-8]
     assert alibi_slopes(8).tolist() == [2.0 ** (-k) for k in range(1, 9)]
 
 

@@ -1,5 +1,6 @@
 """attnkit/resources.py (the kit's files, found through importlib.resources) and `attnkit course`
 (a learner's own copy of the course). The installed wheel itself: tests/test_wheel.py."""
+
 from __future__ import annotations
 
 import os
@@ -28,7 +29,10 @@ def test_in_a_clone_the_package_folders_are_the_repositorys_data_and_notebooks(m
 
 
 def test_the_kit_finds_its_files_from_any_working_folder(tmp_path):
-    code = "from attnkit.core.checkpoint import DATA_DIR; import attnkit; attnkit.load_pretrained('adder'); print(DATA_DIR)"
+    code = (
+        "from attnkit.core.checkpoint import DATA_DIR; import attnkit; attnkit.load_pretrained('adder'); "
+        "print(DATA_DIR)"
+    )
     env = {k: v for k, v in os.environ.items() if k != "ATTNKIT_DATA_DIR"}
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
@@ -49,7 +53,7 @@ def test_course_copies_the_complete_edition_and_never_overwrites_a_changed_noteb
 
     mine = out / COURSE[2]
     mine.write_text(mine.read_text() + " ")  # the learner's work
-    (out / COURSE[0]).unlink()                  # a notebook the learner deleted
+    (out / COURSE[0]).unlink()  # a notebook the learner deleted
     with pytest.raises(SystemExit):
         main(["course", str(out)])
     assert "differs from the edition" in capsys.readouterr().err

@@ -1,6 +1,7 @@
 """Issue 13: nothing lost, nothing silently wrong — interrupts and kills (in subprocesses), output
 paths, bad checkpoints, bad data, threads. Every case asserts the specific error or the kept file.
 Tests write to tmp_path only; data/ is read, never written."""
+
 import json
 import os
 import pickle
@@ -9,7 +10,6 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -24,8 +24,7 @@ from attnkit.adder.data import EDGE_CASES, load_test_set
 from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
 from attnkit.core import checkpoint as ck
 from attnkit.core import outputs, runtime
-from attnkit.core.checkpoint import (CheckpointWarning, checkpoint_bytes, json_bytes, load_checkpoint,
-                                     save_checkpoint)
+from attnkit.core.checkpoint import CheckpointWarning, checkpoint_bytes, json_bytes, load_checkpoint, save_checkpoint
 from attnkit.sortedness import load_classifier
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,8 +48,13 @@ def payload():
 def write_adder(path, payload, config=None, state=None, metrics=None, **changes):
     """A copy of the committed adder with its config, weights or metrics changed."""
     cfg = {**payload["config"], **changes} if config is None else config
-    save_checkpoint(path, "adder", cfg, payload["state_dict"] if state is None else state,
-                    payload["metrics"] if metrics is None else metrics)
+    save_checkpoint(
+        path,
+        "adder",
+        cfg,
+        payload["state_dict"] if state is None else state,
+        payload["metrics"] if metrics is None else metrics,
+    )
     return path
 
 
@@ -60,9 +64,16 @@ def leftovers(folder: Path) -> list[str]:
 
 # ---------------------------------------------------------------- interrupts and kills ---------
 
+
 def run_script(script: str, *args, timeout=300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", script, *map(str, args)], cwd=ROOT, env=ENV,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", script, *map(str, args)],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 # Training with a signal sent to itself when the 3rd batch is drawn: a deterministic kill point.
@@ -132,7 +143,8 @@ def fsync(fd):
 os.replace, os.fsync = replace, fsync
 state = {"w": torch.full((256, 1024), 2.0)}    # a 1 MB checkpoint
 ck.save_checkpoint(out, "adder", {"new": True}, state, {"run": "new"},
-                   report=(out.replace(".pt", ".json"), {"model_config": {}, "train_config": {}, "test_metrics": "new"}))
+                   report=(out.replace(".pt", ".json"),
+                           {"model_config": {}, "train_config": {}, "test_metrics": "new"}))
 """
 
 
@@ -143,8 +155,9 @@ def report(run: str) -> dict:
 
 def old_pair(tmp_path):
     out = tmp_path / "m.pt"
-    save_checkpoint(out, "adder", {"new": False}, {"w": torch.ones(2)}, {"run": "old"},
-                    report=(tmp_path / "m.json", report("old")))
+    save_checkpoint(
+        out, "adder", {"new": False}, {"w": torch.ones(2)}, {"run": "old"}, report=(tmp_path / "m.json", report("old"))
+    )
     return out, out.read_bytes()
 
 
@@ -152,8 +165,8 @@ def test_kill_9_between_the_two_renames_is_rolled_forward_by_the_next_load(tmp_p
     out, _ = old_pair(tmp_path)
     assert run_script(KILL_DURING_SAVE, out, "between-renames").returncode == -signal.SIGKILL
     assert json.loads((tmp_path / "m.json").read_text()) == report("new")  # the report is new ...
-    assert (tmp_path / ".m.pt.commit").exists()                             # ... and the journal says so
-    payload = load_checkpoint(out, "adder")                                 # finishes the save
+    assert (tmp_path / ".m.pt.commit").exists()  # ... and the journal says so
+    payload = load_checkpoint(out, "adder")  # finishes the save
     assert payload["metrics"] == {"run": "new"} and payload["config"] == {"new": True}
     assert leftovers(tmp_path) == []
 
@@ -162,7 +175,7 @@ def test_kill_9_while_writing_keeps_the_old_pair_and_the_next_save_removes_the_t
     out, old_bytes = old_pair(tmp_path)
     assert run_script(KILL_DURING_SAVE, out, "writing").returncode == -signal.SIGKILL
     assert out.read_bytes() == old_bytes and json.loads((tmp_path / "m.json").read_text()) == report("old")
-    assert [p for p in leftovers(tmp_path) if p.endswith(".tmp")]          # the killed save's temporary
+    assert [p for p in leftovers(tmp_path) if p.endswith(".tmp")]  # the killed save's temporary
     assert load_checkpoint(out, "adder")["metrics"] == {"run": "old"}
     old_pair(tmp_path)
     assert leftovers(tmp_path) == []
@@ -173,6 +186,7 @@ def test_ctrl_c_during_the_save_before_the_commit_point_keeps_the_old_pair(tmp_p
 
     def interrupted(fd):
         raise KeyboardInterrupt
+
     monkeypatch.setattr(ck.os, "fsync", interrupted)
     with pytest.raises(KeyboardInterrupt):
         save_checkpoint(out, "adder", {}, {"w": torch.zeros(2)}, {"run": "new"}, report=(tmp_path / "m.json", {}))
@@ -188,10 +202,12 @@ def test_ctrl_c_after_the_commit_point_finishes_the_save(tmp_path, monkeypatch):
         if str(dst).endswith("m.json") and len([c for c in calls if str(c).endswith("m.json")]) == 1:
             raise KeyboardInterrupt  # the first rename of the report, after the journal is in place
         real(src, dst)
+
     monkeypatch.setattr(ck.os, "replace", replace)
     with pytest.raises(KeyboardInterrupt):
-        save_checkpoint(out, "adder", {}, {"w": torch.zeros(2)}, {"run": "new"},
-                        report=(tmp_path / "m.json", report("new")))
+        save_checkpoint(
+            out, "adder", {}, {"w": torch.zeros(2)}, {"run": "new"}, report=(tmp_path / "m.json", report("new"))
+        )
     assert load_checkpoint(out, "adder")["metrics"] == {"run": "new"}
     assert json.loads((tmp_path / "m.json").read_text()) == report("new") and leftovers(tmp_path) == []
 
@@ -214,9 +230,15 @@ def test_ctrl_c_to_the_process_group_stops_train_sortedness_and_its_workers(tmp_
     (out).mkdir()
     previous = (DATA / "sortedness-alibi.pt").read_bytes()  # the kit's own: it may be replaced (not by Ctrl-C)
     (out / "sortedness-alibi.pt").write_bytes(previous)
-    proc = subprocess.Popen([sys.executable, "-m", "attnkit", "train", "sortedness", "--out", str(out)], cwd=ROOT,
-                            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attnkit", "train", "sortedness", "--out", str(out)],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     # run_experiment's default worker count: one process on a GPU, else up to 4
     expected = 1 if torch.cuda.is_available() else min(os.cpu_count() or 1, 4)
     err_chunks: list = []
@@ -224,13 +246,16 @@ def test_ctrl_c_to_the_process_group_stops_train_sortedness_and_its_workers(tmp_
     reader.start()
     try:
         deadline, workers = time.monotonic() + 120, []
-        while time.monotonic() < deadline and proc.poll() is None and (
-                "sortedness experiment" not in "".join(err_chunks) or (expected > 1 and len(workers) < expected)):
-            time.sleep(0.2)                              # until its progress bar is up and its workers run
+        while (
+            time.monotonic() < deadline
+            and proc.poll() is None
+            and ("sortedness experiment" not in "".join(err_chunks) or (expected > 1 and len(workers) < expected))
+        ):
+            time.sleep(0.2)  # until its progress bar is up and its workers run
             workers = spawned_workers(proc.pid)
         assert proc.poll() is None and len(workers) == (expected if expected > 1 else 0)
-        time.sleep(3)                                    # the runs are training now
-        os.killpg(proc.pid, signal.SIGINT)               # as a terminal sends Ctrl-C
+        time.sleep(3)  # the runs are training now
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal sends Ctrl-C
         sent = time.monotonic()
         proc.wait(timeout=30)
         stopped_after = time.monotonic() - sent
@@ -241,7 +266,7 @@ def test_ctrl_c_to_the_process_group_stops_train_sortedness_and_its_workers(tmp_
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, err[-2000:]
     print(f"train sortedness stopped {stopped_after:.2f} s after Ctrl-C")
-    assert stopped_after < 10, stopped_after             # ~1 s on a quiet machine
+    assert stopped_after < 10, stopped_after  # ~1 s on a quiet machine
     assert "interrupted: nothing new was written" in err
     assert not any(alive(w) for w in workers)
     assert sorted(p.name for p in out.iterdir()) == ["sortedness-alibi.pt"]
@@ -251,6 +276,7 @@ def test_ctrl_c_to_the_process_group_stops_train_sortedness_and_its_workers(tmp_
 def test_an_interrupted_sequential_experiment_writes_nothing(tmp_path, monkeypatch):
     from attnkit.experiments import sortedness_runs
     from attnkit.sortedness.data import DataConfig
+
     calls = []
 
     def train(*args, **kwargs):
@@ -258,11 +284,20 @@ def test_an_interrupted_sequential_experiment_writes_nothing(tmp_path, monkeypat
         if len(calls) == 2:
             raise KeyboardInterrupt
         return real(*args, **kwargs)
+
     real = sortedness_runs.train_classifier
     monkeypatch.setattr(sortedness_runs, "train_classifier", train)
     with pytest.raises(KeyboardInterrupt):
-        sortedness_runs.run_experiment(encodings=("alibi", "learned"), seeds=(0,), variants=False, data_dir=tmp_path,
-                                       workers=1, steps=2, progress=False, data=DataConfig(n_train=200, n_val=20, n_test=4))
+        sortedness_runs.run_experiment(
+            encodings=("alibi", "learned"),
+            seeds=(0,),
+            variants=False,
+            data_dir=tmp_path,
+            workers=1,
+            steps=2,
+            progress=False,
+            data=DataConfig(n_train=200, n_val=20, n_test=4),
+        )
     assert len(calls) == 2 and list(tmp_path.iterdir()) == []  # the finished first run was not written alone
 
 
@@ -271,16 +306,19 @@ def test_an_interrupted_ablation_study_writes_nothing(tmp_path, monkeypatch):
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
+
     monkeypatch.setattr(ablation_studies, "check_baseline", lambda model, force: {})
     monkeypatch.setattr(ablation_studies, "sweep_matrix", interrupted)
     (tmp_path / "r.json").write_text("{}\n")
     with pytest.raises(KeyboardInterrupt):
-        ablation_studies.run_studies(Adder(Seq2SeqTransformer(Seq2SeqConfig(d_model=16, d_ff=32))),
-                                     path=tmp_path / "r.json", progress=False)
+        ablation_studies.run_studies(
+            Adder(Seq2SeqTransformer(Seq2SeqConfig(d_model=16, d_ff=32))), path=tmp_path / "r.json", progress=False
+        )
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"] and (tmp_path / "r.json").read_text() == "{}\n"
 
 
 # ---------------------------------------------------------------- output paths -----------------
+
 
 def cli_error(capsys, argv) -> str:
     with pytest.raises(SystemExit) as exit_:
@@ -292,30 +330,36 @@ def cli_error(capsys, argv) -> str:
 @pytest.fixture
 def no_work(monkeypatch):
     """Fails the test if any command starts its work: every output error must come first."""
+
     def work(*args, **kwargs):
         raise AssertionError("work started before the output was checked")
+
     import attnkit.adder
     import attnkit.experiments.ablation_studies as studies
     import attnkit.experiments.sortedness_runs as runs
+
     monkeypatch.setattr(attnkit.adder, "train_pretrained", work)
     monkeypatch.setattr(runs, "run_experiment", work)
     monkeypatch.setattr(studies, "run_studies", work)
 
 
-@pytest.mark.parametrize("command, out, message", [
-    ("train adder", "m.json", "must end in '.pt'"),        # was: checkpoint overwritten by its own report
-    ("train adder", "", "is empty"),                       # was: data/adder.pt rewritten
-    ("train adder", "   ", "is empty"),
-    ("train adder", "folder.pt", "is a directory"),
-    ("train adder", "missing/m.pt", "does not exist"),
-    ("train adder", "afile/m.pt", "is not a folder"),      # a path under a file
-    ("train adder", "clash/adder.pt", "not a regular file"),  # its report's path is a directory
-    ("train sortedness", "afile", "is not a folder"),
-    ("train sortedness", "missing/deeper", "not an existing folder"),
-    ("study ablation", "r.pt", "must end in '.json'"),
-    ("study ablation", "folder.json", "is a directory"),
-    ("study ablation", "afile/r.json", "is not a folder"),
-])
+@pytest.mark.parametrize(
+    "command, out, message",
+    [
+        ("train adder", "m.json", "must end in '.pt'"),  # was: checkpoint overwritten by its own report
+        ("train adder", "", "is empty"),  # was: data/adder.pt rewritten
+        ("train adder", "   ", "is empty"),
+        ("train adder", "folder.pt", "is a directory"),
+        ("train adder", "missing/m.pt", "does not exist"),
+        ("train adder", "afile/m.pt", "is not a folder"),  # a path under a file
+        ("train adder", "clash/adder.pt", "not a regular file"),  # its report's path is a directory
+        ("train sortedness", "afile", "is not a folder"),
+        ("train sortedness", "missing/deeper", "not an existing folder"),
+        ("study ablation", "r.pt", "must end in '.json'"),
+        ("study ablation", "folder.json", "is a directory"),
+        ("study ablation", "afile/r.json", "is not a folder"),
+    ],
+)
 def test_bad_outputs_are_refused_before_any_work(tmp_path, capsys, no_work, command, out, message):
     (tmp_path / "folder.pt").mkdir()
     (tmp_path / "folder.json").mkdir()
@@ -329,9 +373,14 @@ def test_bad_outputs_are_refused_before_any_work(tmp_path, capsys, no_work, comm
 def test_an_unwritable_folder_is_refused_before_any_work(tmp_path, capsys, no_work, monkeypatch):
     def read_only(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
+
     monkeypatch.setattr(outputs.tempfile, "mkstemp", read_only)  # as in a read-only data/ (root ignores chmod)
-    for argv in (["train", "adder", "--out", str(tmp_path / "m.pt")], ["train", "sortedness", "--out", str(tmp_path)],
-                 ["study", "ablation", "--out", str(tmp_path / "r.json")], ["train", "adder"]):
+    for argv in (
+        ["train", "adder", "--out", str(tmp_path / "m.pt")],
+        ["train", "sortedness", "--out", str(tmp_path)],
+        ["study", "ablation", "--out", str(tmp_path / "r.json")],
+        ["train", "adder"],
+    ):
         assert "is not writable (Permission denied)" in cli_error(capsys, argv)
 
 
@@ -345,18 +394,27 @@ def test_a_read_only_folder_is_refused(tmp_path):
         tmp_path.chmod(0o755)
 
 
-@pytest.mark.parametrize("command, out, called_with", [
-    ("train adder", "m.pt", "m.pt"),
-    ("train sortedness", "runs", "runs"),                 # was: accepted, ignored, data/ rewritten
-    ("study ablation", "r.json", "r.json"),
-])
+@pytest.mark.parametrize(
+    "command, out, called_with",
+    [
+        ("train adder", "m.pt", "m.pt"),
+        ("train sortedness", "runs", "runs"),  # was: accepted, ignored, data/ rewritten
+        ("study ablation", "r.json", "r.json"),
+    ],
+)
 def test_out_is_honoured_by_every_command(tmp_path, monkeypatch, command, out, called_with):
     import attnkit.adder
     import attnkit.experiments.ablation_studies as studies
     import attnkit.experiments.sortedness_runs as runs
+
     seen = []
-    monkeypatch.setattr(attnkit.adder, "train_pretrained", lambda path: seen.append(path) or Adder(
-        Seq2SeqTransformer(Seq2SeqConfig(d_model=16, d_ff=32)), {"interrupted": False}))
+    monkeypatch.setattr(
+        attnkit.adder,
+        "train_pretrained",
+        lambda path: (
+            seen.append(path) or Adder(Seq2SeqTransformer(Seq2SeqConfig(d_model=16, d_ff=32)), {"interrupted": False})
+        ),
+    )
     monkeypatch.setattr(runs, "run_experiment", lambda data_dir: seen.append(data_dir))
     monkeypatch.setattr(studies, "run_studies", lambda path: seen.append(path))
     main(command.split() + ["--out", str(tmp_path / out)])
@@ -367,6 +425,7 @@ def test_out_is_honoured_by_every_command(tmp_path, monkeypatch, command, out, c
 def test_library_entry_points_check_their_output_first(tmp_path, monkeypatch):
     from attnkit.adder import train
     from attnkit.experiments import ablation_studies, sortedness_runs
+
     monkeypatch.setattr(train, "load_test_set", lambda: pytest.fail("training started"))
     (tmp_path / "dir.pt").mkdir()
     with pytest.raises(ValueError, match="is a directory"):
@@ -383,8 +442,10 @@ def test_library_entry_points_check_their_output_first(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------- checkpoints ------------------
 
+
 def test_the_committed_checkpoints_load_without_a_warning():
     import warnings
+
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for name in attnkit.PRETRAINED:
@@ -404,7 +465,9 @@ def test_every_committed_file_serialises_to_the_same_bytes():
 def test_a_flipped_config_flag_is_caught_by_the_answer_check(tmp_path, payload, flip):
     was = payload["config"][flip]
     path = write_adder(tmp_path / "a.pt", payload, **{flip: not was})
-    with pytest.raises(ValueError, match=f"config says {flip}={not was}, but the weights were trained with {flip}={was}"):
+    with pytest.raises(
+        ValueError, match=f"config says {flip}={not was}, but the weights were trained with {flip}={was}"
+    ):
         Adder.load(path, device="cpu")
 
 
@@ -412,7 +475,7 @@ def test_a_flipped_config_flag_is_caught_by_the_answer_check(tmp_path, payload, 
 def test_non_finite_weights_are_refused(tmp_path, payload, value, message):
     state = dict(payload["state_dict"])
     state["unembed.bias"] = torch.full_like(state["unembed.bias"], value)
-    with pytest.raises(ValueError, match=f"'unembed.bias' holds NaN or infinite"):
+    with pytest.raises(ValueError, match="'unembed.bias' holds NaN or infinite"):
         Adder.load(write_adder(tmp_path / "a.pt", payload, state=state), device="cpu")
 
 
@@ -429,18 +492,21 @@ def test_a_missing_config_key_is_named(tmp_path, payload, key):
         Adder.load(write_adder(tmp_path / "a.pt", payload, config=cfg), device="cpu")
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"d_model": -1}, "d_model = -1 is not in 1 … 4096"),          # was: a raw torch error
-    ({"d_model": 10**9}, "d_model = 1000000000 is not in"),          # refused before allocating
-    ({"n_heads": 5}, "not divisible by n_heads = 5"),
-    ({"n_digits": 0}, "n_digits = 0"),
-    ({"dropout": 1.5}, "dropout = 1.5"),
-    ({"d_model": "64"}, "d_model = '64' is not a valid int"),
-    ({"d_model": 64.0}, "is not a valid int"),
-    ({"reverse_output": 1}, "reverse_output = 1 is not a valid bool"),
-    ({"dropout": float("nan")}, "is not a valid float"),
-    ({"n_layers_typo": 3}, "unknown config key \\['n_layers_typo'\\]"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"d_model": -1}, "d_model = -1 is not in 1 … 4096"),  # was: a raw torch error
+        ({"d_model": 10**9}, "d_model = 1000000000 is not in"),  # refused before allocating
+        ({"n_heads": 5}, "not divisible by n_heads = 5"),
+        ({"n_digits": 0}, "n_digits = 0"),
+        ({"dropout": 1.5}, "dropout = 1.5"),
+        ({"d_model": "64"}, "d_model = '64' is not a valid int"),
+        ({"d_model": 64.0}, "is not a valid int"),
+        ({"reverse_output": 1}, "reverse_output = 1 is not a valid bool"),
+        ({"dropout": float("nan")}, "is not a valid float"),
+        ({"n_layers_typo": 3}, "unknown config key \\['n_layers_typo'\\]"),
+    ],
+)
 def test_bad_config_values_are_named(tmp_path, payload, changes, message):
     with pytest.raises(ValueError, match=message):
         Adder.load(write_adder(tmp_path / "a.pt", payload, **changes), device="cpu")
@@ -449,12 +515,13 @@ def test_bad_config_values_are_named(tmp_path, payload, changes, message):
 @pytest.mark.parametrize("part", ["config", "state_dict", "metrics"])
 def test_a_checkpoint_without_a_part_is_refused(tmp_path, payload, part):
     torch.save({k: v for k, v in payload.items() if k != part}, tmp_path / "a.pt")
-    with pytest.raises(ValueError, match=f"has no '{part}' dict"):              # was: a bare KeyError
+    with pytest.raises(ValueError, match=f"has no '{part}' dict"):  # was: a bare KeyError
         Adder.load(tmp_path / "a.pt", device="cpu")
 
 
-@pytest.mark.parametrize("edit, message", [("drop", "Missing key"), ("reshape", "size mismatch"),
-                                           ("not a tensor", "is a int, not a tensor")])
+@pytest.mark.parametrize(
+    "edit, message", [("drop", "Missing key"), ("reshape", "size mismatch"), ("not a tensor", "is a int, not a tensor")]
+)
 def test_weights_that_do_not_fit_are_refused(tmp_path, payload, edit, message):
     state = dict(payload["state_dict"])
     if edit == "drop":
@@ -478,13 +545,19 @@ def test_the_task_is_checked_both_ways(tmp_path):
         load_classifier("rope", tmp_path)
 
 
-@pytest.mark.parametrize("changes, message", [({"encoding": "nope"}, "encoding = 'nope' is not a valid one of"),
-                                              ({"n_layers": 0}, "n_layers = 0 is not in 1"),
-                                              ({"value_feature": "yes"}, "not a valid bool")])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"encoding": "nope"}, "encoding = 'nope' is not a valid one of"),
+        ({"n_layers": 0}, "n_layers = 0 is not in 1"),
+        ({"value_feature": "yes"}, "not a valid bool"),
+    ],
+)
 def test_bad_sortedness_configs_are_named(tmp_path, changes, message):
     p = load_checkpoint(DATA / "sortedness-alibi.pt", "sortedness")
-    save_checkpoint(tmp_path / "sortedness-alibi.pt", "sortedness", {**p["config"], **changes},
-                    p["state_dict"], p["metrics"])
+    save_checkpoint(
+        tmp_path / "sortedness-alibi.pt", "sortedness", {**p["config"], **changes}, p["state_dict"], p["metrics"]
+    )
     with pytest.raises(ValueError, match=message):
         load_classifier("alibi", tmp_path)
 
@@ -493,7 +566,7 @@ def test_an_interrupted_checkpoint_warns_and_load_pretrained_refuses_it(tmp_path
     path = write_adder(tmp_path / "adder.pt", payload, metrics={**payload["metrics"], "interrupted": True, "steps": 3})
     with pytest.warns(CheckpointWarning, match="interrupted training run \\(step 3\\)"):
         Adder.load(path, device="cpu")
-    monkeypatch.setattr(Adder.load.__func__, "__defaults__", (path, "cpu"))     # as if it were data/adder.pt
+    monkeypatch.setattr(Adder.load.__func__, "__defaults__", (path, "cpu"))  # as if it were data/adder.pt
     with pytest.warns(CheckpointWarning), pytest.raises(ValueError, match="interrupted, unfinished adder"):
         attnkit.load_pretrained("adder")
 
@@ -512,6 +585,7 @@ def test_pickled_code_is_never_run(tmp_path):
     class Evil:
         def __reduce__(self):
             return (Path.touch, (marker,))
+
     torch.save({"format_version": 1, "kind": "adder", "config": Evil()}, tmp_path / "a.pt")
     with pytest.raises(ValueError, match="corrupt or not an attnkit checkpoint"):
         Adder.load(tmp_path / "a.pt")
@@ -531,43 +605,50 @@ def test_a_directory_or_a_missing_file_is_not_a_checkpoint(tmp_path):
 
 # ---------------------------------------------------------------- public entry points ----------
 
-@pytest.mark.parametrize("a, b, error, message", [
-    ([-1, 2], [3, 4], ValueError, "a\\[0\\] = -1 is outside"),
-    ([1, 2], [3, 1000], ValueError, "b\\[1\\] = 1000 is outside"),
-    ([1, 2, 3], [3, 4], ValueError, "equally long, got 3 and 2"),
-    ([], [], ValueError, "a is empty"),
-    (np.array([], dtype=np.int64), np.array([], dtype=np.int64), ValueError, "a is empty"),
-    ([1.5, 2.0], [3, 4], TypeError, "a must hold whole numbers, not float64"),
-    ([True, False], [3, 4], TypeError, "not bool"),
-    (["1", "2"], [3, 4], TypeError, "whole numbers"),
-    ("12", [3, 4], TypeError, "not str"),
-    ([[1, 2]], [[3, 4]], ValueError, "must be 1-D"),
-    ([1, 2], None, TypeError, "b is missing"),
-    (None, [1, 2], TypeError, "a is missing"),
-])
+
+@pytest.mark.parametrize(
+    "a, b, error, message",
+    [
+        ([-1, 2], [3, 4], ValueError, "a\\[0\\] = -1 is outside"),
+        ([1, 2], [3, 1000], ValueError, "b\\[1\\] = 1000 is outside"),
+        ([1, 2, 3], [3, 4], ValueError, "equally long, got 3 and 2"),
+        ([], [], ValueError, "a is empty"),
+        (np.array([], dtype=np.int64), np.array([], dtype=np.int64), ValueError, "a is empty"),
+        ([1.5, 2.0], [3, 4], TypeError, "a must hold whole numbers, not float64"),
+        ([True, False], [3, 4], TypeError, "not bool"),
+        (["1", "2"], [3, 4], TypeError, "whole numbers"),
+        ("12", [3, 4], TypeError, "not str"),
+        ([[1, 2]], [[3, 4]], ValueError, "must be 1-D"),
+        ([1, 2], None, TypeError, "b is missing"),
+        (None, [1, 2], TypeError, "a is missing"),
+    ],
+)
 def test_evaluate_validates_its_operands(adder, a, b, error, message):
     with pytest.raises(error, match=message):
         adder.evaluate(a, b)
 
 
 def test_evaluate_takes_lists_as_arrays(adder):
-    as_lists = adder.evaluate([663, 5, 999], [497, 5, 999])   # was: a + b concatenated the lists
+    as_lists = adder.evaluate([663, 5, 999], [497, 5, 999])  # was: a + b concatenated the lists
     assert as_lists == adder.evaluate(np.array([663, 5, 999]), np.array([497, 5, 999]))
     assert as_lists["n"] == 3 and as_lists["exact_match"] == 1.0
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"", "holds no problems"),
-    (b"\n\n", "holds no problems"),
-    (b"1+2=3\n4+5=9", "cut off"),
-    (b"1+2=3\n4+5=", "cut off"),
-    (b"1+2=3\n1+2=3\n", ":2: problem '1\\+2=3' repeats line 1"),
-    (b"1+2=3\n1000+1=1001\n", ":2: malformed"),
-    (b"1+2=4\n", ":1: malformed or wrong"),
-    (b"0" * 5000 + b"1+2=3\n", ":1: malformed"),                    # not Python's digit-limit error
-    (b"\x80\x03binary\x00", "not a plain-ASCII text file .*0x80"),                    # was: UnicodeDecodeError
-    ("1+2=3\n٣+1=4\n".encode(), "not a plain-ASCII"),  # an Arabic-Indic 3
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"", "holds no problems"),
+        (b"\n\n", "holds no problems"),
+        (b"1+2=3\n4+5=9", "cut off"),
+        (b"1+2=3\n4+5=", "cut off"),
+        (b"1+2=3\n1+2=3\n", ":2: problem '1\\+2=3' repeats line 1"),
+        (b"1+2=3\n1000+1=1001\n", ":2: malformed"),
+        (b"1+2=4\n", ":1: malformed or wrong"),
+        (b"0" * 5000 + b"1+2=3\n", ":1: malformed"),  # not Python's digit-limit error
+        (b"\x80\x03binary\x00", "not a plain-ASCII text file .*0x80"),  # was: UnicodeDecodeError
+        ("1+2=3\n٣+1=4\n".encode(), "not a plain-ASCII"),  # an Arabic-Indic 3
+    ],
+)
 def test_load_test_set_refuses_bad_files(tmp_path, content, message):
     (tmp_path / "t.txt").write_bytes(content)
     with pytest.raises(ValueError, match=message):
@@ -580,37 +661,43 @@ def test_a_cut_down_committed_test_set_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(adder_data, "TEST_SET_PATH", tmp_path / "adder_test.txt")
     with pytest.raises(ValueError, match="holds 9999 problems, not the committed 10000"):
         load_test_set(tmp_path / "adder_test.txt")
-    assert len(load_test_set()[0]) == 10_000                      # the committed one still loads
+    assert len(load_test_set()[0]) == 10_000  # the committed one still loads
 
 
-@pytest.mark.parametrize("problems, error, message", [
-    (None, TypeError, "not NoneType"),
-    (b"5+5", TypeError, "not bytes"),                   # was: "problem 53 is not a string"
-    (bytearray(b"5+5"), TypeError, "not bytes"),
-    (55, TypeError, "not int"),
-    ([None], ValueError, "problem None is not a string"),
-    ([b"5+5"], ValueError, "is not a string"),
-    (["5" * 5000 + "+1"], ValueError, "more than 3 digits"),
-    (["1+1", "12a+3"], ValueError, "'12a\\+3'"),
-])
+@pytest.mark.parametrize(
+    "problems, error, message",
+    [
+        (None, TypeError, "not NoneType"),
+        (b"5+5", TypeError, "not bytes"),  # was: "problem 53 is not a string"
+        (bytearray(b"5+5"), TypeError, "not bytes"),
+        (55, TypeError, "not int"),
+        ([None], ValueError, "problem None is not a string"),
+        ([b"5+5"], ValueError, "is not a string"),
+        (["5" * 5000 + "+1"], ValueError, "more than 3 digits"),
+        (["1+1", "12a+3"], ValueError, "'12a\\+3'"),
+    ],
+)
 def test_solve_names_bad_input(adder, problems, error, message):
     with pytest.raises(error, match=message):
         adder.solve(problems)
 
 
 def test_solve_reads_thousands_of_leading_zeros_and_any_iterable(adder):
-    assert adder.solve(["0" * 5000 + "5+5"]) == ["10"]   # was: Python's 4,300-digit limit
+    assert adder.solve(["0" * 5000 + "5+5"]) == ["10"]  # was: Python's 4,300-digit limit
     assert adder.solve(("663+497", " 5 + 5 ")) == ["1160", "10"]
     assert adder.solve(p for p in ["1+999"]) == ["1000"]
 
 
-@pytest.mark.parametrize("name, error, message", [
-    (None, TypeError, "not NoneType None"),             # was: AttributeError
-    (Path("data/adder.pt"), TypeError, "Adder.load\\(path\\)"),
-    (3, TypeError, "not int 3"),
-    ("sortedness-", ValueError, "unknown encoding ''"),
-    ("Adder", ValueError, "unknown pretrained model 'Adder'"),
-])
+@pytest.mark.parametrize(
+    "name, error, message",
+    [
+        (None, TypeError, "not NoneType None"),  # was: AttributeError
+        (Path("data/adder.pt"), TypeError, "Adder.load\\(path\\)"),
+        (3, TypeError, "not int 3"),
+        ("sortedness-", ValueError, "unknown encoding ''"),
+        ("Adder", ValueError, "unknown pretrained model 'Adder'"),
+    ],
+)
 def test_load_pretrained_names_bad_names(name, error, message):
     with pytest.raises(error, match=message):
         attnkit.load_pretrained(name)
@@ -621,11 +708,16 @@ def alibi():
     return load_classifier("alibi")
 
 
-@pytest.mark.parametrize("batch_size, error, message", [
-    (None, TypeError, "batch_size must be a whole number ≥ 1, not None"),
-    (2.5, TypeError, "not 2.5"), (True, TypeError, "not True"), (0, ValueError, "must be ≥ 1, not 0"),
-    (-3, ValueError, "not -3"),
-])
+@pytest.mark.parametrize(
+    "batch_size, error, message",
+    [
+        (None, TypeError, "batch_size must be a whole number ≥ 1, not None"),
+        (2.5, TypeError, "not 2.5"),
+        (True, TypeError, "not True"),
+        (0, ValueError, "must be ≥ 1, not 0"),
+        (-3, ValueError, "not -3"),
+    ],
+)
 def test_predict_checks_batch_size(alibi, batch_size, error, message):
     with pytest.raises(error, match=message):
         alibi.predict([[1, 2, 3]], batch_size=batch_size)
@@ -654,14 +746,15 @@ def test_a_huge_batch_size_is_bounded_by_the_memory_budget(alibi):
 
 # ---------------------------------------------------------------- threads ----------------------
 
+
 def test_another_threads_solve_waits_for_an_ablate_block_and_sees_the_intact_model(adder):
     answers = []
     with adder.ablate(adder.heads):
-        ablated = adder.solve(EDGE_CASES)                   # this thread sees the ablation
+        ablated = adder.solve(EDGE_CASES)  # this thread sees the ablation
         other = threading.Thread(target=lambda: answers.append(adder.solve(EDGE_CASES)))
         other.start()
         other.join(timeout=1.0)
-        assert other.is_alive() and answers == []           # waiting on the model's lock
+        assert other.is_alive() and answers == []  # waiting on the model's lock
     other.join(timeout=30)
     assert answers == [TRUTH] and ablated != TRUTH
 
@@ -671,15 +764,15 @@ def test_the_evaluation_thread_rule(monkeypatch):
     for cores, threads in ((1, 1), (2, 1), (4, 2), (16, 2)):
         monkeypatch.setattr(runtime, "usable_cores", lambda: cores)
         assert runtime.eval_threads_for(10_000) == threads
-        assert runtime.eval_threads_for(10) == 1            # a few problems: one thread
+        assert runtime.eval_threads_for(10) == 1  # a few problems: one thread
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
-    assert runtime.eval_threads_for(10_000) is None          # the user chose
+    assert runtime.eval_threads_for(10_000) is None  # the user chose
 
 
 def test_evaluation_threads_are_restored_even_with_concurrent_callers(adder, monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(runtime, "usable_cores", lambda: 4)
-    monkeypatch.setattr(runtime, "SMALL_BATCH", 3)             # "large" from 3 problems: a quick test
+    monkeypatch.setattr(runtime, "SMALL_BATCH", 3)  # "large" from 3 problems: a quick test
     torch.set_num_threads(1)
     seen = []
     real = adder.model.greedy

@@ -1,4 +1,5 @@
 """attnkit.roles on hand-built caches whose patterns have known shares, and on the real shapes."""
+
 import math
 import time
 
@@ -9,8 +10,17 @@ import torch
 from attnkit.adder import Adder
 from attnkit.adder.data import BOS, EOS, PAD, encode_sources, encode_targets, load_test_set
 from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
-from attnkit.interp.roles import (MEASURES, chance_levels, head_roles, measure_masks, output_places, problems_of,
-                           roles_from_cache, row_shares, source_layout)
+from attnkit.interp.roles import (
+    MEASURES,
+    chance_levels,
+    head_roles,
+    measure_masks,
+    output_places,
+    problems_of,
+    roles_from_cache,
+    row_shares,
+    source_layout,
+)
 
 # "12+345" = 357.  Source positions: 0:'1'(a, place 1) 1:'2'(a, 0) 2:'+' 3:'3'(b, 2) 4:'4'(b, 1) 5:'5'(b, 0) 6:pad
 # Decoder input: <s> 3 5 7 pad; rows 0, 1, 2 write places 2, 1, 0; row 3 writes </s>; row 4 is padding.
@@ -33,29 +43,40 @@ def uniform(n_q, n_k, n_allowed, causal=False):
 
 
 def hand_cache():
-    src = encode_sources(A, B, 3, zero_pad=False)     # (1, 7): the unpadded layout drawn above
-    tgt = torch.tensor([[BOS, 3, 5, 7, PAD]])          # as run_with_cache leaves it: </s> and after padded
+    src = encode_sources(A, B, 3, zero_pad=False)  # (1, 7): the unpadded layout drawn above
+    tgt = torch.tensor([[BOS, 3, 5, 7, PAD]])  # as run_with_cache leaves it: </s> and after padded
     pad_junk = 6  # rows of padded queries put their weight on a pad key: must not count anywhere
-    enc = torch.stack([
-        onehot(7, 7, [2, 2, 2, 2, 2, 2, pad_junk]),    # head 0: everything on '+'
-        onehot(7, 7, [4, 5, 2, 3, 0, 1, pad_junk]),    # head 1: the aligned digit (q3 has none: itself)
-        uniform(7, 7, 6),                              # head 2: uniform over the 6 real tokens
-        onehot(7, 7, [0, 0, 1, 2, 3, 4, pad_junk]),    # head 3: the previous token (q0: itself)
-    ])
-    dec_self = torch.stack([
-        onehot(5, 5, [0, 0, 1, 2, 4]),                 # previous token
-        onehot(5, 5, [0, 1, 2, 3, 4]),                 # diagonal
-        uniform(5, 5, 4, causal=True),                 # uniform over the causal prefix
-        onehot(5, 5, [0, 0, 0, 0, 4]),                 # always <s>
-    ])
-    dec_cross = torch.stack([
-        onehot(5, 7, [3, 0, 1, 2, pad_junk]),          # aligned: place 2 -> '3', 1 -> '1', 0 -> '2'; </s> row -> '+'
-        onehot(5, 7, [0, 1, 2, 2, pad_junk]),          # carry column: place 2 -> '1' (place 1), 1 -> '2' (place 0)
-        uniform(5, 7, 6),
-        onehot(5, 7, [2, 2, 2, 2, pad_junk]),          # '+'
-    ])
-    return {"src": src, "tgt": tgt, "enc.self.0.hook_pattern": enc[None],
-            "dec.self.0.hook_pattern": dec_self[None], "dec.cross.0.hook_pattern": dec_cross[None]}
+    enc = torch.stack(
+        [
+            onehot(7, 7, [2, 2, 2, 2, 2, 2, pad_junk]),  # head 0: everything on '+'
+            onehot(7, 7, [4, 5, 2, 3, 0, 1, pad_junk]),  # head 1: the aligned digit (q3 has none: itself)
+            uniform(7, 7, 6),  # head 2: uniform over the 6 real tokens
+            onehot(7, 7, [0, 0, 1, 2, 3, 4, pad_junk]),  # head 3: the previous token (q0: itself)
+        ]
+    )
+    dec_self = torch.stack(
+        [
+            onehot(5, 5, [0, 0, 1, 2, 4]),  # previous token
+            onehot(5, 5, [0, 1, 2, 3, 4]),  # diagonal
+            uniform(5, 5, 4, causal=True),  # uniform over the causal prefix
+            onehot(5, 5, [0, 0, 0, 0, 4]),  # always <s>
+        ]
+    )
+    dec_cross = torch.stack(
+        [
+            onehot(5, 7, [3, 0, 1, 2, pad_junk]),  # aligned: place 2 -> '3', 1 -> '1', 0 -> '2'; </s> row -> '+'
+            onehot(5, 7, [0, 1, 2, 2, pad_junk]),  # carry column: place 2 -> '1' (place 1), 1 -> '2' (place 0)
+            uniform(5, 7, 6),
+            onehot(5, 7, [2, 2, 2, 2, pad_junk]),  # '+'
+        ]
+    )
+    return {
+        "src": src,
+        "tgt": tgt,
+        "enc.self.0.hook_pattern": enc[None],
+        "dec.self.0.hook_pattern": dec_self[None],
+        "dec.cross.0.hook_pattern": dec_cross[None],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +88,7 @@ def test_source_layout_reads_operands_and_places():
     lay = source_layout(encode_sources(A, B, 3, zero_pad=False))
     assert lay["operand"].tolist() == [[0, 0, -1, 1, 1, 1, -1]]
     assert lay["place"].tolist() == [[1, 0, -1, 2, 1, 0, -1]]
-    lay = source_layout(encode_sources(A, B, 3))     # "012+345"
+    lay = source_layout(encode_sources(A, B, 3))  # "012+345"
     assert lay["operand"].tolist() == [[0, 0, 0, -1, 1, 1, 1]]
     assert lay["place"].tolist() == [[2, 1, 0, -1, 2, 1, 0]]
     a, b = load_test_set()
@@ -86,8 +107,8 @@ def test_masks_count_the_documented_rows_and_keys():
     enc = measure_masks("enc.self", cache["src"], cache["tgt"])
     rows, keys = enc["aligned"]
     assert rows[0].tolist() == [True, True, False, False, True, True, False]  # '3' has no partner, '+' no place
-    assert keys[0, 0].nonzero().flatten().tolist() == [4]                    # '1' (a, tens) -> '4' (b, tens)
-    assert enc["carry"][1][0, 3].nonzero().flatten().tolist() == [0, 4]      # '3' (hundreds) -> the tens column
+    assert keys[0, 0].nonzero().flatten().tolist() == [4]  # '1' (a, tens) -> '4' (b, tens)
+    assert enc["carry"][1][0, 3].nonzero().flatten().tolist() == [0, 4]  # '3' (hundreds) -> the tens column
     assert enc["plus"][0][0].tolist() == [True, True, False, True, True, True, False]
     cross = measure_masks("dec.cross", cache["src"], cache["tgt"])
     assert [k.nonzero().flatten().tolist() for k in cross["aligned"][1][0]] == [[3], [0, 4], [1, 5], [], []]
@@ -108,7 +129,7 @@ def test_known_patterns_give_known_shares(roles):
     assert r.loc["enc.self.0.2", "carry"] == pytest.approx(2 / 6)  # both digits of the column to the right
     assert r.loc["enc.self.0.2", "entropy"] == pytest.approx(math.log2(6))
     assert r.loc["enc.self.0.3", "prev"] == 1.0
-    assert r.loc["enc.self.0.3", "diag"] == pytest.approx(1 / 6)     # only the first token looks at itself
+    assert r.loc["enc.self.0.3", "diag"] == pytest.approx(1 / 6)  # only the first token looks at itself
     assert r.loc["dec.self.0.0", ["prev", "diag"]].tolist() == [1, 0]
     assert r.loc["dec.self.0.1", ["prev", "diag"]].tolist() == [0, 1]
     assert r.loc["dec.self.0.2", "prev"] == pytest.approx((1 / 2 + 1 / 3 + 1 / 4) / 3)
@@ -153,7 +174,9 @@ def test_typical_sample_is_the_usual_behaviour_not_the_outlier():
     cache = {k: torch.cat([v] * 3) for k, v in one.items()}
     cache["dec.cross.0.hook_pattern"] = cache["dec.cross.0.hook_pattern"].clone()
     cache["dec.cross.0.hook_pattern"][1, 0] = cache["dec.cross.0.hook_pattern"][0, 3]  # sample 1: head 0 looks at '+'
-    cache["dec.cross.0.hook_pattern"][2, 0] = cache["dec.cross.0.hook_pattern"][0, 3]  # sample 2 too; sample 0 is the outlier
+    cache["dec.cross.0.hook_pattern"][2, 0] = cache["dec.cross.0.hook_pattern"][
+        0, 3
+    ]  # sample 2 too; sample 0 is the outlier
     roles = roles_from_cache(cache)
     assert roles.loc["dec.cross.0.0", "typical_sample"] in (1, 2)
     assert roles.loc["dec.cross.0.0", "plus"] == pytest.approx((0.25 + 1 + 1) / 3)
@@ -197,8 +220,13 @@ def test_notebook_06_measures_the_roles_notebook_03_measures(one_thread):
 
     from attnkit import load_pretrained
     from attnkit.ui.widgets import AttentionExplorer
-    source = "".join(c["source"] if isinstance(c["source"], str) else "".join(c["source"]) for c in json.loads(
-        (Path(__file__).resolve().parents[1] / "notebooks" / "06_how_the_adder_carries.ipynb").read_text())["cells"])
+
+    source = "".join(
+        c["source"] if isinstance(c["source"], str) else "".join(c["source"])
+        for c in json.loads(
+            (Path(__file__).resolve().parents[1] / "notebooks" / "06_how_the_adder_carries.ipynb").read_text()
+        )["cells"]
+    )
     lines = [line for line in source.splitlines() if line.startswith("roles = head_roles(")]
     assert len(lines) == 1, lines
     adder = load_pretrained("adder")
@@ -208,5 +236,8 @@ def test_notebook_06_measures_the_roles_notebook_03_measures(one_thread):
     notebook_03 = AttentionExplorer(adder, a, b).roles  # notebook 03's: the explorer's pass over the held-out set
     heads = ["enc.self.0.1", "enc.self.1.2", "dec.cross.1.3", "dec.cross.1.1"]  # the rows 06 prints
     for measure in ("carry", "aligned"):
-        np.testing.assert_allclose(scope["roles"].loc[heads, measure].to_numpy(dtype=float),
-                                   notebook_03.loc[heads, measure].to_numpy(dtype=float), atol=1e-4)
+        np.testing.assert_allclose(
+            scope["roles"].loc[heads, measure].to_numpy(dtype=float),
+            notebook_03.loc[heads, measure].to_numpy(dtype=float),
+            atol=1e-4,
+        )

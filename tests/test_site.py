@@ -12,6 +12,7 @@ script error, no traceback or "Loading widget" text; every output image decoded;
 rendered from its saved state (icon fonts included), with the note that moving it needs the live notebook; math typeset
 by the bundled MathJax. Screenshots go to artifacts/site_*.png.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,7 +24,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import CHROMIUM, CHROMIUM_ARGS, in_ci
+
+from conftest import CHROMIUM_ARGS, in_ci
 
 pytestmark = pytest.mark.browser
 
@@ -51,8 +53,12 @@ def site(chromium, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("site") / "site"
     start = time.monotonic()
     # One notebook at a time: under `make test` the other pytest worker has the other core.
-    run = subprocess.run([sys.executable, str(ROOT / "docs" / "build_site.py"), "--out", str(out), "--jobs", "1",
-                          "--only", *SUBSET], cwd=ROOT, capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "docs" / "build_site.py"), "--out", str(out), "--jobs", "1", "--only", *SUBSET],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, f"site build failed:\n{run.stdout[-3000:]}\n{run.stderr[-5000:]}"
     print(f"site subset {SUBSET} built in {time.monotonic() - start:.0f} s")
     return out
@@ -84,8 +90,12 @@ def open_offline(browser, path: Path):
     # A file the page needs that the site lacks (a font, a MathJax piece) is an error too, except
     # MathJax's look for its TeX fonts: the bundled build (the classic notebook's) carries STIX-Web
     # only, and MathJax falls back to it (typesetting is checked below).
-    page.on("requestfailed", lambda r: errors.append(f"missing {r.url}") if r.url.startswith("file:")
-            and MATHJAX_TEX_FONTS not in r.url else None)
+    page.on(
+        "requestfailed",
+        lambda r: (
+            errors.append(f"missing {r.url}") if r.url.startswith("file:") and MATHJAX_TEX_FONTS not in r.url else None
+        ),
+    )
     page.goto(path.as_uri())
     page.wait_for_load_state("load")
     return page, outside, errors
@@ -121,6 +131,7 @@ def test_index_links_and_pictures(site, browser):
 
 def notebook_has_math(stem: str) -> bool:
     import nbformat
+
     nb = nbformat.read(ROOT / "notebooks" / f"{stem}.ipynb", as_version=4)
     return any(c.cell_type == "markdown" and re.search(r"\$[^$\n]+\$", c.source) for c in nb.cells)
 
@@ -129,21 +140,28 @@ def check_notebook_page(page, stem: str) -> dict:
     """Wait for widgets and math, then check what rendered; returns counts for the report."""
     views = page.locator(WIDGET_VIEW).count()
     if views:  # html-manager renders each view into a .widget-subarea just before its <script>
-        page.wait_for_function("n => document.querySelectorAll('.widget-subarea > *').length >= n",
-                               arg=views, timeout=60_000)
+        page.wait_for_function(
+            "n => document.querySelectorAll('.widget-subarea > *').length >= n", arg=views, timeout=60_000
+        )
     has_math = notebook_has_math(stem)
     if has_math:
-        page.wait_for_function("() => document.querySelectorAll('.MathJax, .MathJax_Display').length > 0",
-                               timeout=60_000)
-        page.wait_for_function("() => !document.querySelector('.MathJax_Processing, #MathJax_Message:not([style*=none])')"
-                               " && window.MathJax && MathJax.Hub && MathJax.Hub.queue.running === 0"
-                               " && MathJax.Hub.queue.pending === 0", timeout=60_000)
+        page.wait_for_function(
+            "() => document.querySelectorAll('.MathJax, .MathJax_Display').length > 0", timeout=60_000
+        )
+        page.wait_for_function(
+            "() => !document.querySelector('.MathJax_Processing, #MathJax_Message:not([style*=none])')"
+            " && window.MathJax && MathJax.Hub && MathJax.Hub.queue.running === 0"
+            " && MathJax.Hub.queue.pending === 0",
+            timeout=60_000,
+        )
     text = page.inner_text("body")
     assert "Traceback" not in text, f"{stem}: a traceback on the page"
     assert "Loading widget" not in text, f"{stem}: a widget did not render"
     # (A printed "ValueError: ..." can be the lesson, as in 05; an uncaught error has a traceback.)
-    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
-                          has_text=re.compile(r"Error|Traceback"))
+    errors = page.locator(
+        ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
+        has_text=re.compile(r"Error|Traceback"),
+    )
     assert errors.count() == 0, errors.first.inner_text()
     assert page.locator(".merror, .MathJax_Error").count() == 0, f"{stem}: MathJax could not typeset a formula"
     images = page.locator(".jp-OutputArea-output img").evaluate_all("imgs => imgs.map(i => i.naturalWidth)")

@@ -9,9 +9,24 @@ import attnkit
 from attnkit.core import positional as P
 from attnkit.core.positional import ENCODINGS
 from attnkit.experiments.sortedness_runs import run_experiment
-from attnkit.sortedness import (RESULTS_PATH, DataConfig, SortednessClassifier, SortednessConfig, SortednessTrainConfig,
-                                checkpoint_path, is_sorted, load_classifier, load_results, load_run, make_test_sets,
-                                make_train_set, shuffle_rows, sorted_sequences, swap_one_pair, train_classifier)
+from attnkit.sortedness import (
+    RESULTS_PATH,
+    DataConfig,
+    SortednessClassifier,
+    SortednessConfig,
+    SortednessTrainConfig,
+    checkpoint_path,
+    is_sorted,
+    load_classifier,
+    load_results,
+    load_run,
+    make_test_sets,
+    make_train_set,
+    shuffle_rows,
+    sorted_sequences,
+    swap_one_pair,
+    train_classifier,
+)
 
 
 def test_hard_negatives_have_exactly_one_descent_and_the_same_values():
@@ -88,16 +103,19 @@ def test_symmetric_alibi_cannot_tell_a_sequence_from_its_reverse():
     assert p[0] == pytest.approx(p[1], abs=SAME_SUMS_REORDERED)
 
 
-@pytest.mark.parametrize("bad, message", [
-    ([[1, 2, 100]], "100, outside the values 0–99"),
-    ([[1, -1]], "-1, outside"),
-    ([[1, 2], []], "sequence 1 is empty"),
-    ([[1, 2.5]], "2.5, which is not an integer"),
-    ([[1, True]], "True, which is not an integer"),
-    (["123"], "not a list of integers"),
-    ([], "at least one sequence"),
-    ([list(range(100)) * 3], "length 300, longer than this encoding supports"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ([[1, 2, 100]], "100, outside the values 0–99"),
+        ([[1, -1]], "-1, outside"),
+        ([[1, 2], []], "sequence 1 is empty"),
+        ([[1, 2.5]], "2.5, which is not an integer"),
+        ([[1, True]], "True, which is not an integer"),
+        (["123"], "not a list of integers"),
+        ([], "at least one sequence"),
+        ([list(range(100)) * 3], "length 300, longer than this encoding supports"),
+    ],
+)
 def test_predict_rejects_bad_input_naming_it(bad, message):
     model = SortednessClassifier(SortednessConfig(encoding="learned"))
     with pytest.raises(ValueError, match=message):
@@ -111,20 +129,29 @@ def test_other_encodings_have_no_length_limit():
 
 def test_learned_rows_beyond_the_training_lengths_keep_their_initial_values():
     rows, labels = make_train_set()
-    result = train_classifier(SortednessConfig(encoding="learned", d_model=16, n_layers=1),
-                              SortednessTrainConfig(steps=10, batch_size=64), (rows[:1000], labels[:1000]),
-                              device="cpu", progress=False)
+    result = train_classifier(
+        SortednessConfig(encoding="learned", d_model=16, n_layers=1),
+        SortednessTrainConfig(steps=10, batch_size=64),
+        (rows[:1000], labels[:1000]),
+        device="cpu",
+        progress=False,
+    )
     table = result.model.pos.learned.table.detach()
     start = P.sinusoidal_table(256, 16)
-    assert not torch.equal(table[:8], start[:8])      # trained
-    assert torch.equal(table[16:], start[16:])        # never reached: exactly as initialised
+    assert not torch.equal(table[:8], start[:8])  # trained
+    assert torch.equal(table[16:], start[16:])  # never reached: exactly as initialised
 
 
 def test_a_few_training_steps_lower_the_loss():
     rows, labels = make_train_set()
     small = (rows[:512], labels[:512])
-    result = train_classifier(SortednessConfig(encoding="relative", d_model=32, n_layers=1),
-                              SortednessTrainConfig(steps=60, batch_size=64), small, device="cpu", progress=False)
+    result = train_classifier(
+        SortednessConfig(encoding="relative", d_model=32, n_layers=1),
+        SortednessTrainConfig(steps=60, batch_size=64),
+        small,
+        device="cpu",
+        progress=False,
+    )
     losses = [h["loss"] for h in result.history]
     assert losses[-1] < losses[0]
 
@@ -142,8 +169,12 @@ def test_committed_checkpoints_load_and_match_the_results(encoding):
     assert clf.metrics["hard"][256] == results["hard"][256]["seeds"][0]
 
 
-OBVIOUS = [list(range(10, 22)), [5, 9, 12, 30, 31, 40, 41, 41, 60, 70, 80, 99],
-           [10, 11, 12, 13, 40, 14, 15, 16, 17, 18], [90, 71, 70, 52, 33, 30, 12, 5]]
+OBVIOUS = [
+    list(range(10, 22)),
+    [5, 9, 12, 30, 31, 40, 41, 41, 60, 70, 80, 99],
+    [10, 11, 12, 13, 40, 14, 15, 16, 17, 18],
+    [90, 71, 70, 52, 33, 30, 12, 5],
+]
 
 
 @committed
@@ -177,7 +208,7 @@ def test_committed_results_meet_the_goals():
     for enc, r in results.items():
         if enc != "none":
             assert r["val"]["hard"]["min"] >= 0.99, enc  # every seed trains in range (the weakest: 0.992)
-    assert results["none"]["val"]["hard"]["max"] < 0.6   # a multiset: chance, however long it trains
+    assert results["none"]["val"]["hard"]["max"] < 0.6  # a multiset: chance, however long it trains
     assert results["alibi"]["hard"][256]["min"] >= 0.95  # 16x the longest training length, every seed
     assert checkpoint_path("relative").exists()
 
@@ -188,9 +219,16 @@ def test_the_experiment_gives_the_same_files_with_one_or_two_workers(tmp_path):
     for workers in (1, 2):
         data_dir = tmp_path / str(workers)
         data_dir.mkdir()
-        results = run_experiment(encodings=("alibi", "learned"), seeds=(0, 1), variants=False,
-                                 data_dir=data_dir, workers=workers, steps=15, progress=False,
-                                 data=DataConfig(n_train=1000, n_val=100, n_test=20))
+        results = run_experiment(
+            encodings=("alibi", "learned"),
+            seeds=(0, 1),
+            variants=False,
+            data_dir=data_dir,
+            workers=workers,
+            steps=15,
+            progress=False,
+            data=DataConfig(n_train=1000, n_val=100, n_test=20),
+        )
         payloads = {enc: torch.load(checkpoint_path(enc, data_dir), weights_only=True) for enc in ("alibi", "learned")}
         assert [h["step"] for h in payloads["alibi"]["metrics"]["history"]] == [0, 14]  # 15 steps really ran
         states = {enc: p["state_dict"] for enc, p in payloads.items()}
@@ -203,12 +241,18 @@ def test_the_experiment_gives_the_same_files_with_one_or_two_workers(tmp_path):
         assert all(torch.equal(states_1[enc][k], states_2[enc][k]) for k in states_1[enc]), enc
         name = checkpoint_path(enc).name
         assert (tmp_path / "1" / name).read_bytes() == (tmp_path / "2" / name).read_bytes(), enc
-    assert json.loads((tmp_path / "1" / RESULTS_PATH.name).read_text()) == \
-        json.loads((tmp_path / "2" / RESULTS_PATH.name).read_text())
+    assert json.loads((tmp_path / "1" / RESULTS_PATH.name).read_text()) == json.loads(
+        (tmp_path / "2" / RESULTS_PATH.name).read_text()
+    )
     # every run keeps its checkpoint (seed 1 in the runs folder), byte-identical with either worker count
     written = sorted(str(f.relative_to(tmp_path / "1")) for f in (tmp_path / "1").rglob("*") if f.is_file())
-    assert written == ["sortedness-alibi.pt", "sortedness-learned.pt", "sortedness-runs/alibi-seed1.pt",
-                       "sortedness-runs/learned-seed1.pt", "sortedness_results.json"]
+    assert written == [
+        "sortedness-alibi.pt",
+        "sortedness-learned.pt",
+        "sortedness-runs/alibi-seed1.pt",
+        "sortedness-runs/learned-seed1.pt",
+        "sortedness_results.json",
+    ]
     for f in written[:-1]:
         assert (tmp_path / "1" / f).read_bytes() == (tmp_path / "2" / f).read_bytes(), f
     learned_1 = load_run("learned", 1, tmp_path / "1")
@@ -221,6 +265,7 @@ def test_the_experiment_gives_the_same_files_with_one_or_two_workers(tmp_path):
 @committed
 def test_explorer_slides_the_length_and_reports_bad_input_in_the_widget():
     from attnkit.ui.sortedness_plots import SortednessExplorer
+
     models = {enc: load_classifier(enc) for enc in ("alibi", "learned")}
     ex = SortednessExplorer(models)
     assert bytes(ex.image.value).startswith(b"\x89PNG") and "length 16" in ex.message.value
@@ -235,5 +280,5 @@ def test_explorer_slides_the_length_and_reports_bad_input_in_the_widget():
     ex.encoding.value = "learned"
     ex.custom.value = " ".join(["5"] * 257)
     assert "longer than this encoding supports (256 positions)" in ex.message.value
-    ex.custom.value = ""                      # back to the sample: no error left behind
+    ex.custom.value = ""  # back to the sample: no error left behind
     assert "✗ " not in ex.message.value.split("(")[0] and "length 64" in ex.message.value

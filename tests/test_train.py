@@ -30,6 +30,7 @@ def test_loss_falls_and_history_is_logged():
 
 def test_interrupt_keeps_the_best_model_in_a_side_file(tmp_path, monkeypatch):
     import attnkit.adder.train as train_module
+
     calls = {"n": 0}
     real = train_module.greedy_correct
 
@@ -72,13 +73,15 @@ GOLD = [[1, 0, E, P, P], [1, 0, 0, 0, E], [5, 7, 9, E, P], [1, 0, 1, 0, E]]
 
 
 def scripted():
-    greedy_out = [[1, 0, E, 7, 7],   # right: what follows </s> does not count
-                  [1, 0, 9, 0, E],   # one digit wrong
-                  [5, 7, 9, E, P],   # right
-                  [1, 0, 1, 0, 0]]   # every digit right, but no </s>: wrong
+    greedy_out = [
+        [1, 0, E, 7, 7],  # right: what follows </s> does not count
+        [1, 0, 9, 0, E],  # one digit wrong
+        [5, 7, 9, E, P],  # right
+        [1, 0, 1, 0, 0],
+    ]  # every digit right, but no </s>: wrong
     forced = [row[:] for row in GOLD]
-    forced[0][3] = 5                 # a wrong guess at a padding position: does not count
-    forced[2][1] = 8                 # one real token wrong
+    forced[0][3] = 5  # a wrong guess at a padding position: does not count
+    forced[2][1] = 8  # one real token wrong
     return Scripted(greedy_out, forced)
 
 
@@ -87,14 +90,21 @@ def test_evaluate_on_a_hand_built_batch():
     m = evaluate(scripted(), A, B)
     assert m["n"] == 4
     assert m["exact_match"] == pytest.approx(2 / 4)
-    assert m["per_digit_accuracy"] == pytest.approx(12 / 13)          # 13 sum digits, 1 wrong
+    assert m["per_digit_accuracy"] == pytest.approx(12 / 13)  # 13 sum digits, 1 wrong
     assert m["teacher_forced_token_accuracy"] == pytest.approx(16 / 17)  # 17 real tokens (</s> too), 1 wrong
     assert m["teacher_forced_exact_match"] == pytest.approx(3 / 4)
     # carries: 5+5 one, 555+445 three in a chain, 123+456 none, 101+909 two apart (chain 1)
-    assert m["by_carries"] == {0: {"n": 1, "exact_match": 1.0}, 1: {"n": 1, "exact_match": 1.0},
-                               2: {"n": 1, "exact_match": 0.0}, 3: {"n": 1, "exact_match": 0.0}}
-    assert m["by_longest_chain"] == {0: {"n": 1, "exact_match": 1.0}, 1: {"n": 2, "exact_match": 0.5},
-                                     3: {"n": 1, "exact_match": 0.0}}
+    assert m["by_carries"] == {
+        0: {"n": 1, "exact_match": 1.0},
+        1: {"n": 1, "exact_match": 1.0},
+        2: {"n": 1, "exact_match": 0.0},
+        3: {"n": 1, "exact_match": 0.0},
+    }
+    assert m["by_longest_chain"] == {
+        0: {"n": 1, "exact_match": 1.0},
+        1: {"n": 2, "exact_match": 0.5},
+        3: {"n": 1, "exact_match": 0.0},
+    }
     assert greedy_correct(scripted(), A, B).tolist() == [True, False, True, False]
 
 
@@ -111,6 +121,7 @@ def scripted_validation(monkeypatch, scores):
     """greedy_correct during training returns the given validation scores, one per check, and
     records the weights it was asked about."""
     import attnkit.adder.train as train_module
+
     scores, states = iter(scores), []
 
     def validate(model, a, b):
@@ -126,7 +137,7 @@ def test_training_keeps_the_best_validated_model_not_the_last(monkeypatch):
     result = train_adder(TINY, AdderTrainConfig(max_steps=30, eval_every=10, n_val=200), progress=False)
     assert result.steps == 30 and [h["val_exact_match"] for h in result.history] == [0.2, 0.7, 0.4]
     final = result.model.state_dict()
-    assert all(torch.equal(final[k], states[1][k]) for k in final)       # step 20's weights
+    assert all(torch.equal(final[k], states[1][k]) for k in final)  # step 20's weights
     assert not all(torch.equal(final[k], states[2][k]) for k in final)
 
 

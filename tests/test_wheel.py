@@ -6,6 +6,7 @@ and run notebook 03 top to bottom in a kernel of that venv.
 Slow (149 s and 260 s in two runs on 2 shared cores, most of it pip installing torch and JupyterLab from its
 cache), so it runs only with ATTNKIT_WHEEL=1: `make wheel-test`.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,9 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.skipif(os.environ.get("ATTNKIT_WHEEL") != "1",
-                                reason="builds and installs the wheel (minutes): make wheel-test")
+pytestmark = pytest.mark.skipif(
+    os.environ.get("ATTNKIT_WHEEL") != "1", reason="builds and installs the wheel (minutes): make wheel-test"
+)
 
 
 def run(cmd, **kw):
@@ -32,8 +34,11 @@ def run(cmd, **kw):
 
 def clean_env(**extra) -> dict:
     """No trace of this checkout: no PYTHONPATH, no data override, no venv of ours."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "ATTNKIT_DATA_DIR", "VIRTUAL_ENV", "JUPYTER_PATH", "PYTHONHOME")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "ATTNKIT_DATA_DIR", "VIRTUAL_ENV", "JUPYTER_PATH", "PYTHONHOME")
+    }
     return {**env, "OMP_NUM_THREADS": "1", **extra}
 
 
@@ -53,8 +58,15 @@ def fresh_copy(dest: Path) -> Path:
 def wheels(tmp_path_factory):
     """(the wheel built from the sdist, the wheel built from the tree)"""
     tree, out = fresh_copy(tmp_path_factory.mktemp("tree")), tmp_path_factory.mktemp("dist")
-    sdist = run([sys.executable, "-c", "import sys; from setuptools import build_meta as b; "
-                 "print(b.build_sdist(sys.argv[1]))", out / "sdist"], cwd=tree).split()[-1]
+    sdist = run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from setuptools import build_meta as b; print(b.build_sdist(sys.argv[1]))",
+            out / "sdist",
+        ],
+        cwd=tree,
+    ).split()[-1]
     for source, folder in ((out / "sdist" / sdist, "from-sdist"), (tree, "from-tree")):
         run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", out / folder, source])
     return tuple(next((out / folder).glob("attnkit-*.whl")) for folder in ("from-sdist", "from-tree"))
@@ -72,7 +84,9 @@ def venv(wheels, tmp_path_factory):
 
 def shipped(wheel: Path) -> set[str]:
     with zipfile.ZipFile(wheel) as z:
-        return {n.removeprefix("attnkit/") for n in z.namelist() if n.startswith(("attnkit/data/", "attnkit/notebooks/"))}
+        return {
+            n.removeprefix("attnkit/") for n in z.namelist() if n.startswith(("attnkit/data/", "attnkit/notebooks/"))
+        }
 
 
 def test_the_wheel_carries_every_committed_model_result_and_notebook(wheels):
@@ -87,8 +101,11 @@ def test_the_wheel_carries_every_committed_model_result_and_notebook(wheels):
 
 # sequences for the sortedness models: sorted ones, and each with one adjacent swap
 SEQUENCES = [sorted((7 * i + 13 * j) % 100 for j in range(8 + i % 9)) for i in range(32)]
-SEQUENCES += [s[:i % len(s)] + [s[i % len(s) + 1], s[i % len(s)]] + s[i % len(s) + 2:]
-              for i, s in enumerate(SEQUENCES) if i % len(s) + 1 < len(s)]
+SEQUENCES += [
+    s[: i % len(s)] + [s[i % len(s) + 1], s[i % len(s)]] + s[i % len(s) + 2 :]
+    for i, s in enumerate(SEQUENCES)
+    if i % len(s) + 1 < len(s)
+]
 ANSWERS = """
 import json, sys, attnkit
 from attnkit.core.checkpoint import DATA_DIR
@@ -113,6 +130,7 @@ def test_the_installed_kit_loads_every_model_from_its_own_files(venv, tmp_path):
     for key in ("module", "data", "notebooks"):
         assert Path(ours.pop(key)).is_relative_to(ROOT)
     import attnkit
+
     assert set(answers) == set(attnkit.PRETRAINED)
     assert answers["adder"] == ["1160", "10", "1000", "0", "1000"]
     assert answers == ours
@@ -126,16 +144,37 @@ def test_a_learner_gets_the_course_and_notebook_03_runs_top_to_bottom(venv):
     # a kernel of the installed venv, whatever "python3" kernels this machine has elsewhere
     spec = venv / "jupyter/kernels/attnkit-wheel"
     spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [str(venv / "venv/bin/python"), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "attnkit (wheel)", "language": "python"}))
+    (spec / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [str(venv / "venv/bin/python"), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "attnkit (wheel)",
+                "language": "python",
+            }
+        )
+    )
     env = clean_env(JUPYTER_PATH=str(venv / "jupyter"))
-    run([venv / "venv/bin/jupyter", "nbconvert", "--to", "notebook", "--execute", "--output", "ran.ipynb",
-         "--ExecutePreprocessor.kernel_name=attnkit-wheel", "--ExecutePreprocessor.timeout=600",
-         course / "03_attention_heatmaps.ipynb"], cwd=course, env=env)
+    run(
+        [
+            venv / "venv/bin/jupyter",
+            "nbconvert",
+            "--to",
+            "notebook",
+            "--execute",
+            "--output",
+            "ran.ipynb",
+            "--ExecutePreprocessor.kernel_name=attnkit-wheel",
+            "--ExecutePreprocessor.timeout=600",
+            course / "03_attention_heatmaps.ipynb",
+        ],
+        cwd=course,
+        env=env,
+    )
     nb = nbformat.read(course / "ran.ipynb", as_version=4)
     checks = [c for c in nb.cells if "check" in c.get("metadata", {}).get("tags", [])]
     assert checks, "notebook 03 has no check cells"
     for cell in checks:
-        text = "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream" and o.get("name") == "stdout")
+        text = "".join(
+            o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream" and o.get("name") == "stdout"
+        )
         assert text.startswith("✅") and "❌" not in text, (cell.metadata.get("attnkit"), text)

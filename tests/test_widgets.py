@@ -1,4 +1,5 @@
 """AttentionExplorer driven as a learner would: move sliders, switch views, type problems."""
+
 import numpy as np
 import pytest
 import torch
@@ -31,11 +32,32 @@ def explorer(model):
 
 
 def test_controls_are_findable_in_the_page(explorer):
-    classes = {c for w in (explorer.sample, explorer.layer, explorer.head, explorer.kind, explorer.problem,
-                           explorer.answer, explorer.image, explorer.typical, explorer.outline) for c in w._dom_classes}
-    assert {"attnkit-sample-slider", "attnkit-layer-slider", "attnkit-head-select", "attnkit-kind-select",
-            "attnkit-problem-text", "attnkit-answer", "attnkit-figure", "attnkit-typical-button",
-            "attnkit-outline-select"} <= classes
+    classes = {
+        c
+        for w in (
+            explorer.sample,
+            explorer.layer,
+            explorer.head,
+            explorer.kind,
+            explorer.problem,
+            explorer.answer,
+            explorer.image,
+            explorer.typical,
+            explorer.outline,
+        )
+        for c in w._dom_classes
+    }
+    assert {
+        "attnkit-sample-slider",
+        "attnkit-layer-slider",
+        "attnkit-head-select",
+        "attnkit-kind-select",
+        "attnkit-problem-text",
+        "attnkit-answer",
+        "attnkit-figure",
+        "attnkit-typical-button",
+        "attnkit-outline-select",
+    } <= classes
     assert explorer.sample.max == len(A) - 1
     assert "application/vnd.jupyter.widget-view+json" in explorer._repr_mimebundle_()
 
@@ -66,7 +88,7 @@ def test_malformed_problem_shows_its_error_inside_the_widget(explorer):
     assert explorer.image.value == before and explorer.image.layout.display == "none"  # no stale figure
     explorer.problem.value = "1234+5"
     assert "more than 3 digits" in explorer.answer.value
-    explorer.problem.value = ""                     # cleared: the held-out sample, shown again
+    explorer.problem.value = ""  # cleared: the held-out sample, shown again
     assert explorer.image.layout.display == "" and "sample 0" in explorer.answer.value
 
 
@@ -107,6 +129,7 @@ def test_show_head_sets_every_control(explorer):
 def test_unexpected_errors_stay_inside_the_widget(explorer, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("drawing failed")
+
     monkeypatch.setattr(explorer.plot, "figure", broken)
     explorer.sample.value = 4  # no exception escapes to the notebook
     assert "⚠" in explorer.answer.value and "drawing failed" in explorer.answer.value
@@ -129,25 +152,43 @@ def test_save_writes_the_shown_figure(explorer, tmp_path):
     assert explorer.image.value != before and bytes(explorer.image.value).startswith(b"\x89PNG")
 
 
-@pytest.mark.parametrize("bad, message", [(dict(kind="bogus"), "unknown attention kind"),
-                                          (dict(layer=7), "layer 7 does not exist"),
-                                          (dict(head=9), "head 9 does not exist"),
-                                          (dict(sample=99), "sample 99 does not exist")])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (dict(kind="bogus"), "unknown attention kind"),
+        (dict(layer=7), "layer 7 does not exist"),
+        (dict(head=9), "head 9 does not exist"),
+        (dict(sample=99), "sample 99 does not exist"),
+    ],
+)
 def test_a_refused_show_changes_nothing_and_says_why(explorer, bad, message):
     explorer.show(sample=2, kind="enc.self", layer=1, head=0)
-    state = (explorer.sample.value, explorer.kind.value, explorer.layer.value, explorer.head.value,
-             explorer.image.value, explorer.answer.value)
+    state = (
+        explorer.sample.value,
+        explorer.kind.value,
+        explorer.layer.value,
+        explorer.head.value,
+        explorer.image.value,
+        explorer.answer.value,
+    )
     with pytest.raises(ValueError, match=message):
-        explorer.show(**{"sample": 5, "kind": "dec.self", **bad})   # a good value beside the bad one
-    assert (explorer.sample.value, explorer.kind.value, explorer.layer.value, explorer.head.value,
-            explorer.image.value, explorer.answer.value) == state
+        explorer.show(**{"sample": 5, "kind": "dec.self", **bad})  # a good value beside the bad one
+    assert (
+        explorer.sample.value,
+        explorer.kind.value,
+        explorer.layer.value,
+        explorer.head.value,
+        explorer.image.value,
+        explorer.answer.value,
+    ) == state
     assert message in explorer.message.value and "nothing was changed" in explorer.message.value
-    explorer.show(sample=3)                                  # the next good request clears it
+    explorer.show(sample=3)  # the next good request clears it
     assert explorer.message.value == ""
 
 
 def png_size(png: bytes) -> tuple[int, int]:
     import struct
+
     return struct.unpack(">II", bytes(png)[16:24])
 
 
@@ -161,18 +202,23 @@ def test_figure_is_shown_at_its_own_pixel_size(explorer):
 
 def test_every_explorer_text_is_at_least_10_px(explorer):
     from attnkit.ui.widget_tools import DISPLAY_DPI
+
     for head in (ALL_HEADS, 2):
         for kind in ("enc.self", "dec.self", "dec.cross"):
             explorer.show(head=head, kind=kind)
             fig = explorer.figure()
-            sizes = [t.get_fontsize() for t in fig.findobj(lambda a: hasattr(a, "get_fontsize") and a.get_visible())
-                     if hasattr(t, "get_text") and t.get_text()]
+            sizes = [
+                t.get_fontsize()
+                for t in fig.findobj(lambda a: hasattr(a, "get_fontsize") and a.get_visible())
+                if hasattr(t, "get_text") and t.get_text()
+            ]
             assert min(sizes) * DISPLAY_DPI / 72 >= 10, (kind, head, min(sizes))
 
 
 def test_concurrent_redraws_never_overlap_and_the_last_wins(explorer, monkeypatch):
     import threading
     import time
+
     active, worst = [0], [0]
     lock = threading.Lock()
     draw = explorer.plot.png
@@ -187,6 +233,7 @@ def test_concurrent_redraws_never_overlap_and_the_last_wins(explorer, monkeypatc
         finally:
             with lock:
                 active[0] -= 1
+
     monkeypatch.setattr(explorer.plot, "png", slow_png)
     threads = [threading.Thread(target=setattr, args=(explorer.sample, "value", i)) for i in range(1, 8)]
     for t in threads:
@@ -201,10 +248,12 @@ def test_concurrent_redraws_never_overlap_and_the_last_wins(explorer, monkeypatc
 
 # ------------------------------------------------------------------ AblationExplorer
 
+
 @pytest.fixture(scope="module")
 def ablation():
     from attnkit import load_pretrained
     from attnkit.ui.widgets import AblationExplorer
+
     return AblationExplorer(load_pretrained("adder"), n_problems=300)
 
 
@@ -221,6 +270,7 @@ def test_rapid_changes_from_several_threads_never_overlap_and_the_last_wins(abla
     result is that of the final toggle state (as a single clean evaluation gives it)."""
     import threading
     import time
+
     heads = ["dec.cross.1.3", "enc.self.1.0", "dec.self.0.2"]
     expected = ablation.measure(heads, "zero", "555+445")["exact_match"]
     measure = ablation.measure
@@ -228,6 +278,7 @@ def test_rapid_changes_from_several_threads_never_overlap_and_the_last_wins(abla
     def slow(*args):  # widen the window in which a second update could sneak in
         time.sleep(0.02)
         return measure(*args)
+
     monkeypatch.setattr(ablation, "measure", slow)
     ablation.set_removed([])
     before = ablation.evaluations
@@ -237,6 +288,7 @@ def test_rapid_changes_from_several_threads_never_overlap_and_the_last_wins(abla
         barrier.wait()
         t = ablation.toggles[head]
         t.value = not t.value
+
     for _ in range(2):  # each head twice: on, then off again, then on ... as a fast learner would
         threads = [threading.Thread(target=click, args=(h,)) for h in heads * 2]
         for t in threads:
@@ -258,7 +310,7 @@ def test_a_malformed_problem_still_updates_the_accuracy(ablation):
     intact = ablation.result["exact_match"]
     ablation.problem.value = "12+"
     assert ablation.result["problem_error"] and ablation.result["exact_match"] == intact
-    ablation.toggles["dec.cross.1.3"].value = True           # toggling still re-measures
+    ablation.toggles["dec.cross.1.3"].value = True  # toggling still re-measures
     assert ablation.result["removed"] == ["dec.cross.1.3"] and ablation.result["exact_match"] < intact - 0.3
     assert f"{100 * ablation.result['exact_match']:.2f} %" in ablation.output.value
     assert "⚠" in ablation.output.value and "your problem 12+" in ablation.output.value
@@ -266,8 +318,10 @@ def test_a_malformed_problem_still_updates_the_accuracy(ablation):
     assert ablation.result["problem_error"] is None and "true sum 1000" in ablation.output.value
 
 
-@pytest.mark.parametrize("heads, mode, message", [(["dec.cross.1.3"], "bogus", "unknown ablation mode"),
-                                                  (["dec.cross.9.9"], None, "dec.cross.9.9")])
+@pytest.mark.parametrize(
+    "heads, mode, message",
+    [(["dec.cross.1.3"], "bogus", "unknown ablation mode"), (["dec.cross.9.9"], None, "dec.cross.9.9")],
+)
 def test_a_failing_setter_leaves_the_widget_unchanged(ablation, heads, mode, message):
     ablation.set_removed(["enc.self.0.0"], mode="zero")
     state = (ablation.removed, ablation.mode.value, dict(ablation.result), ablation.output.value)
@@ -281,21 +335,22 @@ def test_a_failing_setter_leaves_the_widget_unchanged(ablation, heads, mode, mes
 
 # ------------------------------------------------------------------ SortednessExplorer (notebook 05)
 
+
 def test_sortedness_explorer_errors_lengths_and_descents():
     from attnkit.sortedness import load_classifier
     from attnkit.ui.sortedness_plots import SortednessExplorer
+
     ex = SortednessExplorer({"alibi": load_classifier("alibi")})
     width, _ = png_size(ex.image.value)
     assert ex.image.width == str(width) and width <= 960
-    ex.custom.value = "21 20 19 18 17 16 15 14 13 12 11 10"       # 11 descents: all accounted for
+    ex.custom.value = "21 20 19 18 17 16 15 14 13 12 11 10"  # 11 descents: all accounted for
     assert "your sequence" in ex.message.value and "… (11 in all)" in ex.message.value
-    ex.length.value = 64                                           # the slider is not silently ignored
+    ex.length.value = 64  # the slider is not silently ignored
     assert ex.custom.value == "" and "length 64" in ex.message.value and "hard sample" in ex.message.value
     ex.custom.value = "1 2 x"
-    assert "✗" in ex.message.value and ex.image.layout.display == "none"   # no stale figure under the error
+    assert "✗" in ex.message.value and ex.image.layout.display == "none"  # no stale figure under the error
     ex.custom.value = ""
     assert ex.image.layout.display == "" and "length 64" in ex.message.value
-
 
 
 def test_sortedness_explorer_names_your_sequence_and_refuses_a_bad_seed():
@@ -303,6 +358,7 @@ def test_sortedness_explorer_names_your_sequence_and_refuses_a_bad_seed():
     is refused in the widget (an IntText silently showed seed 0's sample instead)."""
     from attnkit.sortedness import load_classifier
     from attnkit.ui.sortedness_plots import SortednessExplorer
+
     ex = SortednessExplorer({"alibi": load_classifier("alibi")})
     ex.custom.value = "3 5 999"
     assert "your sequence holds 999" in ex.message.value and "sequence 0" not in ex.message.value
@@ -321,11 +377,13 @@ def test_ablation_explorer_consistent_after_bursts_of_clicks(ablation, monkeypat
     pressed), and the result shown is a fresh measurement of exactly the pressed heads."""
     import threading
     import time
+
     measure = ablation.measure
 
     def slow(*args):  # a wider window for a click to arrive mid-measurement
         time.sleep(0.005)
         return measure(*args)
+
     monkeypatch.setattr(ablation, "measure", slow)
     ablation.set_removed([])
     rng = np.random.default_rng(0)
@@ -338,6 +396,7 @@ def test_ablation_explorer_consistent_after_bursts_of_clicks(ablation, monkeypat
             barrier.wait()
             t = ablation.toggles[head]
             t.value = not t.value
+
         threads = [threading.Thread(target=click, args=(h,)) for h in picks]
         for t in threads:
             t.start()

@@ -1,9 +1,9 @@
 """A small encoder–decoder transformer built on attnkit's own attention (pre-LayerNorm
 blocks, core/blocks.py), with named hook points everywhere (core/hooks.py)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 from torch import Tensor, nn
@@ -14,17 +14,17 @@ from ..core.hooks import HookedModel, HookPoint, model_lock
 from .data import BOS, PAD, VOCAB_SIZE, src_len, tgt_len
 
 
-@dataclass
+@dataclass(frozen=True)  # shared as a default argument: never changed in place (replace() makes a new one)
 class Seq2SeqConfig:
-    n_digits: int = 3             # operands 0 … 10**n_digits - 1
+    n_digits: int = 3  # operands 0 … 10**n_digits - 1
     reverse_output: bool = False  # emit the sum least-significant digit first
-    zero_pad: bool = True         # operands written with n_digits digits: "5+5" is read as "005+005"
-    d_model: int = 64             # residual stream width
-    n_heads: int = 4              # heads per attention layer
+    zero_pad: bool = True  # operands written with n_digits digits: "5+5" is read as "005+005"
+    d_model: int = 64  # residual stream width
+    n_heads: int = 4  # heads per attention layer
     n_enc_layers: int = 2
     n_dec_layers: int = 2
-    d_ff: int = 256               # hidden width of each feed-forward block
-    dropout: float = 0.0          # the task is noise-free: dropout only slows it down
+    d_ff: int = 256  # hidden width of each feed-forward block
+    dropout: float = 0.0  # the task is noise-free: dropout only slows it down
 
     @property
     def vocab_size(self) -> int:
@@ -56,7 +56,7 @@ class DecoderLayer(nn.Module):
         self.hook_resid_pre, self.hook_resid_mid, self.hook_resid_cross = HookPoint(), HookPoint(), HookPoint()
         self.hook_mlp_out, self.hook_resid_post = HookPoint(), HookPoint()
 
-    def forward(self, y: Tensor, memory: Tensor, src_pad: Tensor, state: Optional[dict] = None) -> Tensor:
+    def forward(self, y: Tensor, memory: Tensor, src_pad: Tensor, state: dict | None = None) -> Tensor:
         """`state`, when given, holds this layer's keys and values from earlier decoding
         steps, so that `y` need only be the newest position (incremental decoding)."""
         y = self.hook_resid_pre(y)
@@ -96,8 +96,9 @@ class Seq2SeqTransformer(HookedModel, nn.Module):
         # and 6 tokens long, and a learned table is the quickest to train here.
         self.src_pos = nn.Embedding(cfg.max_src_len, cfg.d_model)
         self.tgt_pos = nn.Embedding(cfg.max_tgt_len, cfg.d_model)
-        self.encoder = nn.ModuleList(EncoderLayer(cfg.d_model, cfg.n_heads, cfg.d_ff, i, cfg.dropout)
-                                     for i in range(cfg.n_enc_layers))
+        self.encoder = nn.ModuleList(
+            EncoderLayer(cfg.d_model, cfg.n_heads, cfg.d_ff, i, cfg.dropout) for i in range(cfg.n_enc_layers)
+        )
         self.decoder = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.n_dec_layers))
         self.ln_enc, self.ln_dec = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
         self.unembed = nn.Linear(cfg.d_model, cfg.vocab_size)
@@ -117,8 +118,9 @@ class Seq2SeqTransformer(HookedModel, nn.Module):
             x = layer(x, src_pad)
         return self.hook_memory(self.ln_enc(x))
 
-    def decode(self, tgt: Tensor, memory: Tensor, src_pad: Tensor,
-               states: Optional[list] = None, start: int = 0) -> Tensor:
+    def decode(
+        self, tgt: Tensor, memory: Tensor, src_pad: Tensor, states: list | None = None, start: int = 0
+    ) -> Tensor:
         """(batch, tgt_pos) ids -> logits (batch, tgt_pos, vocab) for the next token.
 
         With `states` (one dict per layer), `tgt` holds only positions start, start+1, ...
@@ -127,8 +129,7 @@ class Seq2SeqTransformer(HookedModel, nn.Module):
         y = self.hook_tgt_embed(self.tok_embed(tgt) + self.tgt_pos(pos))
         return self.decode_from(y, 0, memory, src_pad, states)
 
-    def decode_from(self, y: Tensor, first: int, memory: Tensor, src_pad: Tensor,
-                    states: Optional[list] = None) -> Tensor:
+    def decode_from(self, y: Tensor, first: int, memory: Tensor, src_pad: Tensor, states: list | None = None) -> Tensor:
         """The decoder from layer `first` on, given its residual stream y (its hook_resid_pre)."""
         for i, layer in enumerate(self.decoder[first:], start=first):
             y = layer(y, memory, src_pad, None if states is None else states[i])

@@ -11,6 +11,7 @@ keep_freed_memory() raises glibc's mmap threshold to its 32 MB ceiling and stops
 the heap: freed blocks are reused instead of returned. The price is that the process keeps
 its peak memory until it exits. Other C libraries (macOS, Windows, musl) are left alone.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -18,7 +19,7 @@ import ctypes.util
 import sys
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt() parameters, from glibc's malloc.h
-MMAP_THRESHOLD_MAX = 32 * 1024 * 1024        # glibc refuses more on 64-bit
+MMAP_THRESHOLD_MAX = 32 * 1024 * 1024  # glibc refuses more on 64-bit
 
 
 def keep_freed_memory(keep: bool = True) -> bool:
@@ -33,5 +34,5 @@ def keep_freed_memory(keep: bool = True) -> bool:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     # Setting either one also switches off glibc's own adjustment of both thresholds.
-    mmap_threshold, trim_threshold = (MMAP_THRESHOLD_MAX, 2 ** 30) if keep else (128 * 1024, 128 * 1024)
+    mmap_threshold, trim_threshold = (MMAP_THRESHOLD_MAX, 2**30) if keep else (128 * 1024, 128 * 1024)
     return bool(mallopt(M_MMAP_THRESHOLD, mmap_threshold)) and bool(mallopt(M_TRIM_THRESHOLD, trim_threshold))

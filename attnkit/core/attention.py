@@ -6,10 +6,11 @@ d_model (residual width) and d_head (width of one head).
 Every MultiHeadAttention has a stable `name` ("enc.self.0", "dec.cross.1", ...) and named
 hook points on q, k, v, the scores, the pattern, z and its output (hooks.py).
 """
+
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -19,12 +20,12 @@ from .hooks import HookPoint
 
 
 def scaled_dot_product_attention(
-    q: Tensor,                      # (..., q_pos, d_head)
-    k: Tensor,                      # (..., k_pos, d_head)
-    v: Tensor,                      # (..., k_pos, d_v)
-    mask: Optional[Tensor] = None,  # bool, True = may attend; broadcasts to (..., q_pos, k_pos)
+    q: Tensor,  # (..., q_pos, d_head)
+    k: Tensor,  # (..., k_pos, d_head)
+    v: Tensor,  # (..., k_pos, d_v)
+    mask: Tensor | None = None,  # bool, True = may attend; broadcasts to (..., q_pos, k_pos)
     dropout_p: float = 0.0,
-    bias: Optional[Tensor] = None,  # float, added to the scores (ALiBi, relative buckets)
+    bias: Tensor | None = None,  # float, added to the scores (ALiBi, relative buckets)
 ) -> tuple[Tensor, Tensor]:
     """softmax(q·kᵀ / √d_head + bias, masked) · v, returning (output, weights).
 
@@ -35,7 +36,7 @@ def scaled_dot_product_attention(
     return attend(weights, v), weights
 
 
-def attention_scores(q: Tensor, k: Tensor, mask: Optional[Tensor] = None, bias: Optional[Tensor] = None) -> Tensor:
+def attention_scores(q: Tensor, k: Tensor, mask: Tensor | None = None, bias: Tensor | None = None) -> Tensor:
     """q·kᵀ / √d_head (+ bias), masked keys set to the most negative float: (..., q_pos, k_pos)."""
     # Scaling q rather than the scores: the same numbers (bit for bit when √d_head is a power
     # of two, as here), but q has d_head columns where the scores have k_pos (256 at test).
@@ -49,7 +50,7 @@ def attention_scores(q: Tensor, k: Tensor, mask: Optional[Tensor] = None, bias: 
     return scores
 
 
-def attention_weights(scores: Tensor, mask: Optional[Tensor] = None, dropout_p: float = 0.0) -> Tensor:
+def attention_weights(scores: Tensor, mask: Tensor | None = None, dropout_p: float = 0.0) -> Tensor:
     """softmax over keys; a row whose keys are all masked gets weight 0 everywhere."""
     one_query = scores.size(-2) == 1  # a decoding step: see softmax_short_rows
     weights = softmax_short_rows(scores) if one_query else scores.softmax(dim=-1)
@@ -122,13 +123,13 @@ class MultiHeadAttention(nn.Module):
 
     def forward(
         self,
-        x_q: Tensor,                                 # (batch, q_pos, d_model)
-        x_kv: Optional[Tensor] = None,               # (batch, k_pos, d_model); None = self-attention
-        key_padding_mask: Optional[Tensor] = None,   # (batch, k_pos) bool, True = padding (as nn.MultiheadAttention)
+        x_q: Tensor,  # (batch, q_pos, d_model)
+        x_kv: Tensor | None = None,  # (batch, k_pos, d_model); None = self-attention
+        key_padding_mask: Tensor | None = None,  # (batch, k_pos) bool, True = padding (as nn.MultiheadAttention)
         causal: bool = False,
-        attn_bias: Optional[Tensor] = None,          # (heads, q_pos, k_pos) additive bias
-        rotary: Optional[Callable[[Tensor], Tensor]] = None,  # rotates q and k (RoPE)
-        kv: Optional[tuple[Tensor, Tensor]] = None,  # keys, values from project_kv(): reused while decoding
+        attn_bias: Tensor | None = None,  # (heads, q_pos, k_pos) additive bias
+        rotary: Callable[[Tensor], Tensor] | None = None,  # rotates q and k (RoPE)
+        kv: tuple[Tensor, Tensor] | None = None,  # keys, values from project_kv(): reused while decoding
     ) -> Tensor:
         q = self.hook_q(self.split_heads(self.W_Q(x_q)))
         k, v = kv if kv is not None else self.project_kv(x_q if x_kv is None else x_kv)
@@ -141,7 +142,7 @@ class MultiHeadAttention(nn.Module):
         if key_padding_mask is not None and bool(key_padding_mask.any()):
             mask = ~key_padding_mask[:, None, None, :]
         if causal and x_q.size(1) > 1:  # one query (incremental decoding) is the last row: sees every key
-            tri = causal_mask(k.size(2), x_q.device)[-x_q.size(1):]  # the last q_pos rows
+            tri = causal_mask(k.size(2), x_q.device)[-x_q.size(1) :]  # the last q_pos rows
             mask = tri if mask is None else mask & tri
 
         scores = self.hook_scores(attention_scores(q, k, mask, attn_bias))

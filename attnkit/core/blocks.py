@@ -3,9 +3,10 @@
 Pre-LayerNorm (LayerNorm before each sub-layer, as in GPT-2): it trains reliably at a high
 learning rate without warm-up tricks, which is what lets the kit's models train in minutes.
 """
+
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from torch import Tensor, nn
 
@@ -32,8 +33,9 @@ class EncoderLayer(nn.Module):
         self.hook_resid_pre, self.hook_resid_mid = HookPoint(), HookPoint()
         self.hook_mlp_out, self.hook_resid_post = HookPoint(), HookPoint()
 
-    def forward(self, x: Tensor, pad: Tensor, bias: Optional[Tensor] = None,
-                rotary: Optional[Callable[[Tensor], Tensor]] = None) -> Tensor:
+    def forward(
+        self, x: Tensor, pad: Tensor, bias: Tensor | None = None, rotary: Callable[[Tensor], Tensor] | None = None
+    ) -> Tensor:
         x = self.hook_resid_pre(x)
         return self.finish(x, self.self_attn(self.ln_attn(x), key_padding_mask=pad, attn_bias=bias, rotary=rotary))
 

@@ -21,29 +21,32 @@ Threads: while hooks are attached to a model (run_with_hooks, ablate_heads), eve
 thread's forward pass through that model waits (one re-entrant lock per model), so an ablation
 in one thread never changes what another thread's evaluation sees.
 """
+
 from __future__ import annotations
 
 import threading
 import warnings
 import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Callable, Iterable, Iterator, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
 
-HookFn = Callable[[Tensor, "HookPoint"], Optional[Tensor]]
+HookFn = Callable[[Tensor, "HookPoint"], Tensor | None]
+_Attached = tuple[HookFn, "threading.RLock | None"]  # a hook and the lock of whoever attached it
 
 
 class HookPoint(nn.Module):
     """An identity on one activation, with a stable `name`; its hooks see it and may replace it."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.name = ""
-        self.fns: list[HookFn] = []
+        self.fns: list[_Attached] = []
 
-    def add(self, fn: HookFn, lock: Optional[threading.RLock] = None) -> Callable[[], None]:
+    def add(self, fn: HookFn, lock: threading.RLock | None = None) -> Callable[[], None]:
         """Attach `fn`; returns the function that detaches exactly this attachment. `lock`: the
         model's lock, held by whoever attached it (another thread passing here waits for it)."""
         entry = (fn, lock)  # a fresh tuple: the same fn attached twice is removed one at a time
@@ -52,10 +55,11 @@ class HookPoint(nn.Module):
         def remove() -> None:
             if entry in self.fns:  # `is`-equal tuples: only this attachment
                 self.fns.remove(entry)
+
         return remove
 
     @contextmanager
-    def hooked(self, fn: HookFn) -> Iterator["HookPoint"]:
+    def hooked(self, fn: HookFn) -> Iterator[HookPoint]:
         """`fn` attached inside the block only (for a bare module; models have run_with_hooks)."""
         remove = self.add(fn)
         try:
@@ -75,7 +79,7 @@ class HookPoint(nn.Module):
         with lock:
             return self._run(tuple(self.fns), x)
 
-    def _run(self, fns, x: Tensor) -> Tensor:
+    def _run(self, fns: tuple[_Attached, ...], x: Tensor) -> Tensor:
         for fn, _ in fns:
             out = fn(x, self)
             if out is not None:
@@ -93,20 +97,28 @@ def checked_replacement(x: Tensor, out, fn, name: str) -> Tensor:
     it holds NaN or infinity where the activation did not."""
     who = f"hook {getattr(fn, '__name__', repr(fn))!r} on {name or 'a hook point'}"
     if not isinstance(out, Tensor):
-        raise TypeError(f"{who} returned {type(out).__name__} {out!r:.40}: a hook returns None (keep the "
-                        f"activation) or a tensor of its shape {tuple(x.shape)}")
+        raise TypeError(
+            f"{who} returned {type(out).__name__} {out!r:.40}: a hook returns None (keep the "
+            f"activation) or a tensor of its shape {tuple(x.shape)}"
+        )
     if out.shape != x.shape or out.dtype != x.dtype or out.device != x.device:
-        raise ValueError(f"{who} returned a {tuple(out.shape)} {out.dtype} tensor on {out.device}; the "
-                         f"activation is {tuple(x.shape)} {x.dtype} on {x.device}, and its replacement must be too")
+        raise ValueError(
+            f"{who} returned a {tuple(out.shape)} {out.dtype} tensor on {out.device}; the "
+            f"activation is {tuple(x.shape)} {x.dtype} on {x.device}, and its replacement must be too"
+        )
     if out.is_floating_point():
         new_bad = ~torch.isfinite(out) & torch.isfinite(x)
         if bool(new_bad.any()):
-            warnings.warn(f"{who} put NaN or infinite values in {int(new_bad.sum())} of {out.numel()} entries: "
-                          "the model's output after it is meaningless", HookWarning, stacklevel=4)
+            warnings.warn(
+                f"{who} put NaN or infinite values in {int(new_bad.sum())} of {out.numel()} entries: "
+                "the model's output after it is meaningless",
+                HookWarning,
+                stacklevel=4,
+            )
     return out
 
 
-_LOCKS: "weakref.WeakKeyDictionary[nn.Module, threading.RLock]" = weakref.WeakKeyDictionary()
+_LOCKS: weakref.WeakKeyDictionary[nn.Module, threading.RLock] = weakref.WeakKeyDictionary()
 _LOCKS_GUARD = threading.Lock()
 
 
@@ -116,7 +128,13 @@ def model_lock(model: nn.Module) -> threading.RLock:
         return _LOCKS.setdefault(model, threading.RLock())
 
 
-class HookedModel:
+if TYPE_CHECKING:  # the mixin is only ever mixed into an nn.Module
+    _ModuleBase = nn.Module
+else:
+    _ModuleBase = object
+
+
+class HookedModel(_ModuleBase):
     """Mixin for an nn.Module whose submodules hold HookPoints; call `name_hooks()` at the end
     of __init__. A HookPoint is named after its owner's `name` attribute ("enc.0", "dec.self.1")
     and its own attribute name; HookPoints of the model itself get no prefix."""
@@ -129,15 +147,17 @@ class HookedModel:
                     child.name = f"{prefix}.{attr}" if prefix else attr
 
     def hook_points(self) -> dict[str, HookPoint]:
-        return {m.name: m for m in self.modules() if isinstance(m, HookPoint)}
+        points = [m for m in self.modules() if isinstance(m, HookPoint)]
+        return {p.name: p for p in points}
 
     def hook_names(self) -> list[str]:
         """Every hook point's name, in the order the model creates them."""
         return list(self.hook_points())
 
-    def attention_modules(self) -> dict[str, nn.Module]:
+    def attention_modules(self) -> dict[str, Any]:
         """Every attention module ("enc.self.0", "dec.cross.1", ...) in the order the model holds them."""
-        return {m.name: m for m in self.modules() if hasattr(m, "hook_z") and hasattr(m, "n_heads")}
+        found: list[Any] = [m for m in self.modules() if hasattr(m, "hook_z") and hasattr(m, "n_heads")]
+        return {m.name: m for m in found}
 
     @property
     def heads(self) -> list[str]:
@@ -149,7 +169,7 @@ class HookedModel:
             return super().__call__(*args, **kwargs)
 
     @contextmanager
-    def hooks(self, hooks: Iterable[tuple[str, HookFn]]) -> Iterator["HookedModel"]:
+    def hooks(self, hooks: Iterable[tuple[str, HookFn]]) -> Iterator[HookedModel]:
         """Attach (name, fn) pairs inside the block; always detached on exit, also on an exception.
         Blocks nest and may even exit in crossed order: each detaches only its own hooks."""
         points = self.hook_points()
@@ -170,7 +190,7 @@ class HookedModel:
             lock.release()
 
     @contextmanager
-    def without_hooks(self) -> Iterator["HookedModel"]:
+    def without_hooks(self) -> Iterator[HookedModel]:
         """The intact model inside the block: every attached hook set aside, then put back."""
         with model_lock(self):
             points = list(self.hook_points().values())
@@ -187,7 +207,7 @@ class HookedModel:
         with self.hooks(hooks):
             return self(*inputs, **kwargs)
 
-    def run_with_cache(self, *inputs, names: Optional[Sequence[str]] = None, detach: bool = True, **kwargs):
+    def run_with_cache(self, *inputs, names: Sequence[str] | None = None, detach: bool = True, **kwargs):
         """(output, ActivationCache) of one forward pass; `names` limits what is kept (default: all)."""
         names = self.hook_names() if names is None else ([names] if isinstance(names, str) else list(names))
         store: dict[str, Tensor] = {}
@@ -210,15 +230,16 @@ class ActivationCache(Mapping):
     cache.head("dec.cross.1.hook_pattern", head=2, sample=0)   # a labelled table (pandas)
     """
 
-    def __init__(self, store: Mapping[str, Tensor], labels: Optional[dict[str, list[list[str]]]] = None):
+    def __init__(self, store: Mapping[str, Tensor], labels: dict[str, list[list[str]]] | None = None):
         self.store = dict(store)
         self.labels = labels or {}  # "enc"/"dec" -> per sample, the token label of each position
 
     def __getitem__(self, name: str) -> Tensor:
         if name not in self.store:
             prefix, last = name.rsplit(".", 1) if "." in name else ("", name)
-            near = [k for k in self.store if k.startswith(prefix + ".") and last in k] or \
-                   [k for k in self.store if k.endswith(last)]
+            near = [k for k in self.store if k.startswith(prefix + ".") and last in k] or [
+                k for k in self.store if k.endswith(last)
+            ]
             near = near[:6]
             raise KeyError(f"{name!r} is not in this cache{'; did you mean ' + ', '.join(near) if near else ''}")
         return self.store[name]
@@ -230,12 +251,14 @@ class ActivationCache(Mapping):
         return len(self.store)
 
     def __repr__(self) -> str:
-        return f"ActivationCache({len(self)} activations: {', '.join(list(self)[:4])}{', ...' if len(self) > 4 else ''})"
+        return (
+            f"ActivationCache({len(self)} activations: {', '.join(list(self)[:4])}{', ...' if len(self) > 4 else ''})"
+        )
 
-    def to(self, device) -> "ActivationCache":
+    def to(self, device) -> ActivationCache:
         return ActivationCache({k: v.to(device) for k, v in self.store.items()}, self.labels)
 
-    def tokens(self, side: str, sample: int, n: Optional[int] = None) -> list[str]:
+    def tokens(self, side: str, sample: int, n: int | None = None) -> list[str]:
         """Labels of one sample's positions on `side` ("enc" or "dec"), padded with their index."""
         found = list(self.labels.get(side, [[]] * (sample + 1))[sample]) if side in self.labels else []
         n = len(found) if n is None else n
@@ -245,6 +268,7 @@ class ActivationCache(Mapping):
         """One head of one sample as a pandas DataFrame with token labels: (q_pos × k_pos) for
         hook_scores / hook_pattern, (pos × d_head) for hook_q / hook_k / hook_v / hook_z."""
         import pandas as pd
+
         t = self[name]
         if t.dim() != 4:
             raise ValueError(f"{name} has shape {tuple(t.shape)}, not (batch, heads, pos, ·): it has no heads")
@@ -256,12 +280,15 @@ class ActivationCache(Mapping):
             cols = self.tokens(key_side, sample, block.shape[1])
         else:
             cols = [f"d{i}" for i in range(block.shape[1])]
-        return pd.DataFrame(block, index=pd.Index(rows, name="query" if len(cols) and cols[0] != "d0" else "position"),
-                            columns=pd.Index(cols, name="key" if cols and cols[0] != "d0" else "dim"))
+        return pd.DataFrame(
+            block,
+            index=pd.Index(rows, name="query" if len(cols) and cols[0] != "d0" else "position"),
+            columns=pd.Index(cols, name="key" if cols and cols[0] != "d0" else "dim"),
+        )
 
 
 # ------------------------------------------------------------------------------ head ablation
-def gate_z(z: Tensor, gate: Tensor, fill: Optional[Tensor] = None) -> Tensor:
+def gate_z(z: Tensor, gate: Tensor, fill: Tensor | None = None) -> Tensor:
     """Blend each head's z towards `fill`: gate 1 keeps the head, 0 replaces it (by 0 when fill
     is None). z (batch, heads, pos, d_head); gate (heads,) or (batch, heads), float (a gradient
     can flow through it); fill (heads, d_head)."""
@@ -290,14 +317,15 @@ def heads_by_module(valid: Sequence[str], heads) -> dict[str, list[int]]:
 
 def keep_vectors(model, heads, device=None) -> dict[str, Tensor]:
     """{attention module: (heads,) float, 1 = keep, 0 = removed} for the modules `heads` touch."""
-    keep, modules = {}, model.attention_modules()
+    keep: dict[str, Tensor] = {}
+    modules = model.attention_modules()
     for name, idx in heads_by_module(model.heads, heads).items():
         keep.setdefault(name, torch.ones(modules[name].n_heads, device=device))[idx] = 0.0
     return keep
 
 
 @contextmanager
-def ablate_heads(model, heads, fills: Optional[Mapping[str, Tensor]] = None) -> Iterator:
+def ablate_heads(model, heads, fills: Mapping[str, Tensor] | None = None) -> Iterator:
     """Remove `heads` inside the block by a hook on each touched module's hook_z: its z is
     replaced by 0, or by fills[module] (heads, d_head) when given (mean ablation). Blocks nest
     (an inner block removes its heads on top of the outer ones) and always restore the model."""

@@ -12,15 +12,16 @@ The student edition replaces every such region with a stub that raises NotImplem
 self-study edition (with_solutions=True) keeps each solution as a collapsible block under its
 stub. nbgrader's own `generate_assignment` reads the same markers and metadata.
 """
+
 from __future__ import annotations
 
 import copy
 import os
 import secrets
 import signal
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import nbformat
 
@@ -34,8 +35,11 @@ def is_solution_cell(cell) -> bool:
 
 def check_cells(nb) -> dict:
     """The notebook's check cells by exercise id, in order."""
-    return {cell.metadata["attnkit"]["exercise"]: cell for cell in nb.cells
-            if "check" in cell.get("metadata", {}).get("tags", [])}
+    return {
+        cell.metadata["attnkit"]["exercise"]: cell
+        for cell in nb.cells
+        if "check" in cell.get("metadata", {}).get("tags", [])
+    }
 
 
 def exercise_ids(nb) -> list[str]:
@@ -52,7 +56,7 @@ def stub_source(source: str, where: str = "cell") -> str:
             if inside:
                 raise ValueError(f"{where}, line {number}: {BEGIN} inside another solution region")
             inside = True
-            out.append(line[:len(line) - len(line.lstrip())] + STUB)
+            out.append(line[: len(line) - len(line.lstrip())] + STUB)
         elif marker == END:
             if not inside:
                 raise ValueError(f"{where}, line {number}: {END} without a {BEGIN} before it")
@@ -75,6 +79,7 @@ def student_notebook(nb, with_solutions: bool = False, hints: bool = True):
     nb.metadata["attnkit"] = {"edition": "self-study" if with_solutions else "student"}
     if not hints:
         from .hints import without_hints
+
         without_hints(nb)
     cells = []
     for index, cell in enumerate(nb.cells):
@@ -89,9 +94,12 @@ def student_notebook(nb, with_solutions: bool = False, hints: bool = True):
                 cell.source = stub_source(cell.source, where)
                 cells.append(cell)
                 if with_solutions:
-                    cells.append(nbformat.v4.new_markdown_cell(
-                        f"<details><summary>Solution</summary>\n\n```python\n{solution}\n```\n\n</details>",
-                        id=f"{cell.get('id', index)}-solution"[:64]))
+                    cells.append(
+                        nbformat.v4.new_markdown_cell(
+                            f"<details><summary>Solution</summary>\n\n```python\n{solution}\n```\n\n</details>",
+                            id=f"{cell.get('id', index)}-solution"[:64],
+                        )
+                    )
                 continue
         cells.append(cell)
     nb.cells = cells
@@ -111,14 +119,16 @@ def edition_notebook(nb, edition: str, hints: bool = True):
     return student_notebook(nb, with_solutions=edition == "self-study", hints=hints)
 
 
-def write_student_edition(source_dir, out_dir, with_solutions: bool = False, force: bool = False,
-                          hints: bool = True) -> list[Path]:
+def write_student_edition(
+    source_dir, out_dir, with_solutions: bool = False, force: bool = False, hints: bool = True
+) -> list[Path]:
     """Write the student (or, with_solutions, the self-study) edition: see write_edition."""
     return write_edition(source_dir, out_dir, "self-study" if with_solutions else "student", force, hints=hints)[0]
 
 
-def write_edition(source_dir, out_dir, edition: str = "student", force: bool = False,
-                  keep_changed: bool = False, hints: bool = True) -> tuple[list[Path], list[Path]]:
+def write_edition(
+    source_dir, out_dir, edition: str = "student", force: bool = False, keep_changed: bool = False, hints: bool = True
+) -> tuple[list[Path], list[Path]]:
     """Write `edition` of every notebook in `source_dir` to `out_dir`; return (written, kept).
 
     A file already in out_dir is replaced only when `force` is set or it is exactly what would be
@@ -147,16 +157,21 @@ def write_edition(source_dir, out_dir, edition: str = "student", force: bool = F
         text = nbformat.writes(edition_notebook(nb, edition, hints)) + "\n"
         target = out_dir / path.name
         if target.is_symlink() or target.exists():  # a link or folder there is never the edition
-            same = target.is_file() and not target.is_symlink() and \
-                target.read_text(encoding="utf-8", errors="replace") == text
+            same = (
+                target.is_file()
+                and not target.is_symlink()
+                and target.read_text(encoding="utf-8", errors="replace") == text
+            )
             if same or force:
                 editions[target] = text
                 continue
             if keep_changed:
                 kept.append(target)
                 continue
-            raise ValueError(f"{target} exists and differs from the edition ({edition}; a learner's work?): "
-                             "choose another folder, pass --keep-changed to keep it, or --force to overwrite it")
+            raise ValueError(
+                f"{target} exists and differs from the edition ({edition}; a learner's work?): "
+                "choose another folder, pass --keep-changed to keep it, or --force to overwrite it"
+            )
         editions[target] = text
     out_dir.mkdir(parents=True, exist_ok=True)
     token, renames = secrets.token_hex(8), []

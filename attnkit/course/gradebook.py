@@ -3,6 +3,7 @@ as they are known (a re-run resumes), the kit checked before anyone is graded (p
 each notebook (a submission that rewrote the kit's files stops the class), and a summary that
 prints on any terminal.
 """
+
 from __future__ import annotations
 
 import csv
@@ -13,16 +14,16 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Callable, Iterable, Optional
 
 from . import grading
 from .grading import NOTEBOOKS_DIR, Row, grade_notebook
 
 COLUMNS = ["learner_file", "exercise", "passed", "line", "mistake"]
 KIT_DIR = Path(grading.__file__).resolve().parents[1]
-MIN_CELL_TIMEOUT = 10.0   # s: below it an honest notebook's slowest cell fails on a loaded machine
+MIN_CELL_TIMEOUT = 10.0  # s: below it an honest notebook's slowest cell fails on a loaded machine
 
 
 class GradingStopped(RuntimeError):
@@ -33,8 +34,10 @@ def check_cell_timeout(value: float) -> float:
     if not (value == value and value not in (float("inf"), float("-inf"))):
         raise ValueError(f"--cell-timeout must be a finite number of seconds, got {value}")
     if value < MIN_CELL_TIMEOUT:
-        raise ValueError(f"--cell-timeout must be at least {MIN_CELL_TIMEOUT:g} s (an honest notebook's cells "
-                         f"need several seconds on a loaded machine), got {value:g}")
+        raise ValueError(
+            f"--cell-timeout must be at least {MIN_CELL_TIMEOUT:g} s (an honest notebook's cells "
+            f"need several seconds on a loaded machine), got {value:g}"
+        )
     return value
 
 
@@ -48,14 +51,17 @@ def kit_hash() -> str:
 
 # ---------------------------------------------------------------- the CSV
 
+
 def read_csv(path: Path) -> list[Row]:
     """The rows of a grades file this kit wrote; an error for any other file (never overwritten)."""
     with open(path, encoding="utf-8", newline="") as f:
         reader = csv.reader(f)
         header = next(reader, None)
         if header is None or header[:4] != COLUMNS[:4]:
-            raise ValueError(f"{path} exists and is not a grades table written by attnkit (its first line is not "
-                             f"{','.join(COLUMNS)}): choose another --csv")
+            raise ValueError(
+                f"{path} exists and is not a grades table written by attnkit (its first line is not "
+                f"{','.join(COLUMNS)}): choose another --csv"
+            )
         return [Row(r[0], r[1], r[2] == "yes", r[3], r[4] if len(r) > 4 else "") for r in reader if len(r) >= 4]
 
 
@@ -95,9 +101,17 @@ def _umask() -> int:
 
 # ---------------------------------------------------------------- a class
 
-def grade_class(notebooks: list, out: Path, cell_timeout: float = 120, jobs: int = 1, regrade: bool = False,
-                notebooks_dir: Path = NOTEBOOKS_DIR, progress: Optional[Callable[[str], None]] = None,
-                grade: Callable = grade_notebook) -> tuple[list[Row], list[str]]:
+
+def grade_class(
+    notebooks: list,
+    out: Path,
+    cell_timeout: float = 120,
+    jobs: int = 1,
+    regrade: bool = False,
+    notebooks_dir: Path = NOTEBOOKS_DIR,
+    progress: Callable[[str], None] | None = None,
+    grade: Callable = grade_notebook,
+) -> tuple[list[Row], list[str]]:
     """Grade every notebook not yet in `out` (all with `regrade`), `jobs` at a time; the CSV is
     rewritten atomically after each notebook. (all rows, the files graded now)."""
     out = Path(out)
@@ -116,9 +130,11 @@ def grade_class(notebooks: list, out: Path, cell_timeout: float = 120, jobs: int
     def one(name: str) -> list[Row]:
         rows = grade(name, cell_timeout, notebooks_dir)
         if kit_hash() != before:
-            raise GradingStopped(f"the kit's own files changed while {name} was graded: a submission may have "
-                                 f"rewritten them ({KIT_DIR}); reinstall attnkit and grade again "
-                                 f"(the rows graded before it were kept in {out})")
+            raise GradingStopped(
+                f"the kit's own files changed while {name} was graded: a submission may have "
+                f"rewritten them ({KIT_DIR}); reinstall attnkit and grade again "
+                f"(the rows graded before it were kept in {out})"
+            )
         return rows
 
     pool = ThreadPoolExecutor(max_workers=jobs)
@@ -154,39 +170,66 @@ def grade_class(notebooks: list, out: Path, cell_timeout: float = 120, jobs: int
 
 # ---------------------------------------------------------------- pre-flight
 
+
 def preflight(notebooks: list, cell_timeout: float, jobs: int, notebooks_dir: Path = NOTEBOOKS_DIR) -> None:
     """Before anyone is graded: the checking process imports this kit, and the course's own solutions
     of the notebooks handed in pass every exercise. Raises GradingStopped with one clear error."""
-    probe = subprocess.run([sys.executable, "-I", "-c", "import attnkit; print(attnkit.__file__)"],
-                           capture_output=True, text=True, env={**os.environ, "PYTHONIOENCODING": "utf-8"})
+    probe = subprocess.run(
+        [sys.executable, "-I", "-c", "import attnkit; print(attnkit.__file__)"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONIOENCODING": "utf-8"},
+    )
     ours = str(KIT_DIR / "__init__.py")
     if probe.returncode != 0:
         last = (probe.stderr.strip().splitlines() or ["no message"])[-1]
-        raise GradingStopped(f"pre-flight: {sys.executable} cannot import attnkit ({last}): install the kit "
-                             "in this environment (pip install -e .) before grading")
+        raise GradingStopped(
+            f"pre-flight: {sys.executable} cannot import attnkit ({last}): install the kit "
+            "in this environment (pip install -e .) before grading"
+        )
     if Path(probe.stdout.strip()).resolve() != Path(ours).resolve():
-        raise GradingStopped(f"pre-flight: the checking process imports attnkit from {probe.stdout.strip()}, not "
-                             f"this kit ({ours}): a stale install? reinstall it (pip install -e .)")
-    sources = sorted({grading.course_by_name(Path(n), notebooks_dir) for n in notebooks} - {None})
-    sources = sources or grading.course_notebooks(notebooks_dir)
+        raise GradingStopped(
+            f"pre-flight: the checking process imports attnkit from {probe.stdout.strip()}, not "
+            f"this kit ({ours}): a stale install? reinstall it (pip install -e .)"
+        )
+    named = {grading.course_by_name(Path(n), notebooks_dir) for n in notebooks}
+    sources = sorted(p for p in named if p is not None) or grading.course_notebooks(notebooks_dir)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         results = list(pool.map(lambda s: grade_notebook(s, cell_timeout, notebooks_dir), sources))
     failed = [r for rows in results for r in rows if not r.passed]
     if failed:
         shown = "; ".join(f"{r.exercise}: {r.line}" for r in failed[:3])
-        raise GradingStopped(f"pre-flight: the course's own solutions do not pass ({len(failed)} exercise(s): "
-                             f"{shown}) — this environment cannot grade fairly; nothing was graded")
+        raise GradingStopped(
+            f"pre-flight: the course's own solutions do not pass ({len(failed)} exercise(s): "
+            f"{shown}) — this environment cannot grade fairly; nothing was graded"
+        )
 
 
 # ---------------------------------------------------------------- the summary
 
-ASCII = str.maketrans({"✅": "[pass]", "❌": "[fail]", "⏳": "[todo]", "✓": "+", "✗": "-", "—": "-", "…": "...",
-                       "−": "-", "ᵀ": "^T", "·": "*", "→": "->", "≥": ">=", "≤": "<="})
+ASCII = str.maketrans(
+    {
+        "✅": "[pass]",
+        "❌": "[fail]",
+        "⏳": "[todo]",
+        "✓": "+",
+        "✗": "-",
+        "—": "-",
+        "…": "...",
+        "−": "-",
+        "ᵀ": "^T",
+        "·": "*",
+        "→": "->",
+        "≥": ">=",
+        "≤": "<=",
+    }
+)
 
 
 def summary(rows: list[Row]) -> str:
     """A readable summary: per file, the score and each exercise that did not pass, with its line."""
-    out, files = [], {}
+    out: list[str] = []
+    files: dict[str, list[Row]] = {}
     for row in rows:
         files.setdefault(row.learner_file, []).append(row)
     for name, file_rows in files.items():
@@ -198,7 +241,7 @@ def summary(rows: list[Row]) -> str:
     return "\n".join(out)
 
 
-def printable(text: str, encoding: Optional[str]) -> str:
+def printable(text: str, encoding: str | None) -> str:
     """`text` as the terminal's encoding can show it (an ASCII-only terminal gets [pass]/[fail])."""
     encoding = encoding or "ascii"
     try:

@@ -10,6 +10,7 @@ printed line — with any tampering named. The grader keeps the time limits, kil
 the submission started, and checks that the kit's own files are unchanged after each notebook.
 A notebook that crashes, loops or cannot be read is graded as far as it got, with the reason.
 """
+
 from __future__ import annotations
 
 import ast
@@ -24,13 +25,13 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any
 
 import nbformat
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
-STARTUP_LIMIT = 180.0   # s for the checking process to import torch and the kit, on a loaded machine
-SKIP = "skip"           # a course cell's metadata["attnkit"]["grading"]: no exercise needs it
+STARTUP_LIMIT = 180.0  # s for the checking process to import torch and the kit, on a loaded machine
+SKIP = "skip"  # a course cell's metadata["attnkit"]["grading"]: no exercise needs it
 
 
 @dataclass
@@ -38,11 +39,11 @@ class Row:
     learner_file: str
     exercise: str
     passed: bool
-    line: str                   # the checker's line, or why there is none
-    mistake: str = ""           # the mistake's id ("" when passed)
+    line: str  # the checker's line, or why there is none
+    mistake: str = ""  # the mistake's id ("" when passed)
 
 
-def exercise_of(cell) -> Optional[str]:
+def exercise_of(cell) -> str | None:
     """The exercise id of a check cell, or None (not a check cell, or malformed metadata)."""
     metadata = cell.get("metadata") if isinstance(cell, dict) else None
     if not isinstance(metadata, dict) or not isinstance(metadata.get("tags"), list) or "check" not in metadata["tags"]:
@@ -59,22 +60,23 @@ def course_notebooks(notebooks_dir: Path = NOTEBOOKS_DIR) -> list[Path]:
     return sorted(Path(notebooks_dir).glob("[0-9][0-9]_*.ipynb"))
 
 
-def course_by_name(path: Path, notebooks_dir: Path = NOTEBOOKS_DIR) -> Optional[Path]:
+def course_by_name(path: Path, notebooks_dir: Path = NOTEBOOKS_DIR) -> Path | None:
     for source in course_notebooks(notebooks_dir):
         if path.name == source.name or path.name.endswith(("_" + source.name, "-" + source.name)):
             return source
     return None
 
 
-def course_notebook(path: Path, nb, notebooks_dir: Path = NOTEBOOKS_DIR) -> Optional[Path]:
+def course_notebook(path: Path, nb, notebooks_dir: Path = NOTEBOOKS_DIR) -> Path | None:
     """The course notebook a submission is a copy of: same file name, or a name ending in it, or
     else (a renamed download, "01_attention (1).ipynb") the one that shares its exercises."""
     found = course_by_name(path, notebooks_dir)
     if found:
         return found
     submitted = set(exercise_ids(nb))
-    shared = [(len(submitted & set(exercise_ids(nbformat.read(s, as_version=4)))), s)
-              for s in course_notebooks(notebooks_dir)]
+    shared = [
+        (len(submitted & set(exercise_ids(nbformat.read(s, as_version=4)))), s) for s in course_notebooks(notebooks_dir)
+    ]
     best = max(shared, default=(0, None))
     return best[1] if best[0] else None
 
@@ -91,32 +93,41 @@ def _one_expression(source: str) -> bool:
 def plan(nb, course) -> tuple[list[dict], list[str]]:
     """(the items the checking process runs, in order; the exercises, in the course's order)."""
     checks = {e: c for c in course.cells if (e := exercise_of(c))}
-    skippable = {c.source for c in course.cells if c.cell_type == "code" and
-                 isinstance(c.metadata.get("attnkit"), dict) and c.metadata["attnkit"].get("grading") == SKIP}
-    items, last = [], {}
+    skippable = {
+        c.source
+        for c in course.cells
+        if c.cell_type == "code"
+        and isinstance(c.metadata.get("attnkit"), dict)
+        and c.metadata["attnkit"].get("grading") == SKIP
+    }
+    items: list[dict] = []
+    last: dict = {}
     for index, cell in enumerate(nb.cells):
         if cell.get("cell_type") != "code" or not isinstance(cell.get("source"), str):
             continue
         exercise = exercise_of(cell)
-        if exercise in checks:   # the course's check cell, whatever the submission's says
+        if exercise in checks:  # the course's check cell, whatever the submission's says
             last[exercise] = len(items)
             source = checks[exercise].source
-            items.append({"index": index, "exercise": exercise, "source": source,
-                          "run_source": not _one_expression(source)})
+            items.append(
+                {"index": index, "exercise": exercise, "source": source, "run_source": not _one_expression(source)}
+            )
         elif exercise is None and cell.source not in skippable:
             items.append({"index": index, "source": cell.source})
-    keep = {i for i in last.values()}   # each exercise checked once, at its last check cell
+    keep = {i for i in last.values()}  # each exercise checked once, at its last check cell
     items = [it for i, it in enumerate(items) if not it.get("exercise") or i in keep]
     end = max((i for i, it in enumerate(items) if it.get("exercise")), default=-1)
-    items = items[:end + 1]   # no exercise needs what comes after the last check
+    items = items[: end + 1]  # no exercise needs what comes after the last check
     for exercise in checks:
         if exercise not in last:  # its check cell was deleted: checked at the end
-            items.append({"index": len(nb.cells), "exercise": exercise, "source": "", "run_source": False,
-                          "deleted": True})
+            items.append(
+                {"index": len(nb.cells), "exercise": exercise, "source": "", "run_source": False, "deleted": True}
+            )
     return items, list(checks)
 
 
 # ---------------------------------------------------------------- the checking process
+
 
 def _descendants(root: int) -> list[int]:
     children: dict[int, list[int]] = {}
@@ -172,24 +183,37 @@ def kill_job(proc: subprocess.Popen, token: str) -> None:
         pass
 
 
-LIVE: set = set()   # (process, token) of every checking process running now (Ctrl-C kills them)
+LIVE: set = set()  # (process, token) of every checking process running now (Ctrl-C kills them)
 
 
 def run_plan(items: list[dict], folder: Path, cell_timeout: float) -> dict:
     """Run the plan in a fresh checking process: {"results", "errors", "stopped", "at"}."""
     nonce = secrets.token_hex(16)
     read_end, write_end = os.pipe()
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "MPLBACKEND": "Agg",
-           "ATTNKIT_GRADING_JOB": nonce, "PYTHONIOENCODING": "utf-8"}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+        "MPLBACKEND": "Agg",
+        "ATTNKIT_GRADING_JOB": nonce,
+        "PYTHONIOENCODING": "utf-8",
+    }
     stderr, ipython_dir = tempfile.TemporaryFile(), tempfile.TemporaryDirectory(prefix="attnkit-grading-")
     env["IPYTHONDIR"] = ipython_dir.name  # no profile, history or startup file of the instructor's
-    proc = subprocess.Popen([sys.executable, "-I", "-m", "attnkit.exercises.runner", str(write_end)],
-                            pass_fds=(write_end,), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            stderr=stderr, cwd=folder, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-m", "attnkit.exercises.runner", str(write_end)],
+        pass_fds=(write_end,),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+        cwd=folder,
+        env=env,
+        start_new_session=True,
+    )
     os.close(write_end)
     LIVE.add((proc, nonce))
-    out = {"results": {}, "errors": [], "stopped": None, "at": None, "done": False}
+    out: dict[str, Any] = {"results": {}, "errors": [], "stopped": None, "at": None, "done": False}
     try:
+        assert proc.stdin is not None  # stdin=PIPE
         proc.stdin.write((json.dumps({"nonce": nonce, "items": items, "folder": str(folder)}) + "\n").encode())
         proc.stdin.close()
         _read_reports(read_end, nonce, cell_timeout, out)
@@ -199,7 +223,7 @@ def run_plan(items: list[dict], folder: Path, cell_timeout: float) -> dict:
         os.close(read_end)
         kill_job(proc, nonce)
         LIVE.discard((proc, nonce))
-        if out["stopped"] and out["at"] is None:   # it never got going: say why
+        if out["stopped"] and out["at"] is None:  # it never got going: say why
             stderr.seek(0)
             last = [line for line in stderr.read().decode("utf-8", "replace").splitlines() if line.strip()][-1:]
             out["stopped"] += f" ({last[0].strip()[:200]})" if last else ""
@@ -214,8 +238,11 @@ def _read_reports(fd: int, nonce: str, cell_timeout: float, out: dict) -> None:
         ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
         if not ready:
             where = limit if out["at"] is None else f"cell {out['at'] + 1}"
-            out["stopped"] = f"{where} ran over the {cell_timeout:g} s limit and was stopped" if out["at"] is not None \
+            out["stopped"] = (
+                f"{where} ran over the {cell_timeout:g} s limit and was stopped"
+                if out["at"] is not None
                 else f"the checking process took over {STARTUP_LIMIT:g} s to start"
+            )
             return
         chunk = os.read(fd, 65536)
         if not chunk:
@@ -230,7 +257,10 @@ def _read_reports(fd: int, nonce: str, cell_timeout: float, out: dict) -> None:
                 message = json.loads(line)
                 assert isinstance(message, dict) and message.get("nonce") == nonce
             except (ValueError, AssertionError):
-                out["stopped"], out["at"] = "tampering: the checking process's report was forged by the submission", None
+                out["stopped"], out["at"] = (
+                    "tampering: the checking process's report was forged by the submission",
+                    None,
+                )
                 out["results"].clear()
                 return
             event = message.get("event")
@@ -240,8 +270,10 @@ def _read_reports(fd: int, nonce: str, cell_timeout: float, out: dict) -> None:
                 out["errors"].append((message["index"], message["error"]))
             elif event == "result":
                 if message["exercise"] in out["results"]:
-                    out["stopped"], out["at"] = ("tampering: the checking process's report was forged by the "
-                                                 "submission", None)
+                    out["stopped"], out["at"] = (
+                        "tampering: the checking process's report was forged by the submission",
+                        None,
+                    )
                     out["results"].clear()
                     return
                 out["results"][message["exercise"]] = message
@@ -250,6 +282,7 @@ def _read_reports(fd: int, nonce: str, cell_timeout: float, out: dict) -> None:
 
 
 # ---------------------------------------------------------------- grading one notebook
+
 
 def grade_notebook(path, cell_timeout: float = 120, notebooks_dir: Path = NOTEBOOKS_DIR) -> list[Row]:
     """One row per exercise of the notebook at `path` (an unreadable file: a failed row for every
@@ -261,7 +294,8 @@ def grade_notebook(path, cell_timeout: float = 120, notebooks_dir: Path = NOTEBO
         if not isinstance(nb.get("cells"), list):
             raise ValueError("it has no list of cells")
     except Exception as e:
-        why = f"could not read the notebook: {type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}"
+        first = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
+        why = f"could not read the notebook: {type(e).__name__}: {first}"
         # Every exercise the file could be for gets its row: no hole in the gradebook.
         source = course_by_name(path, notebooks_dir)
         sources = [source] if source else sorted(Path(notebooks_dir).glob("[0-9][0-9]_*.ipynb"))
@@ -269,8 +303,15 @@ def grade_notebook(path, cell_timeout: float = 120, notebooks_dir: Path = NOTEBO
         return [Row(name, e, False, why, "unreadable") for e in expected]
     source = course_notebook(path, nb, notebooks_dir)
     if source is None:
-        return [Row(name, "(notebook)", False, "not a course notebook: no check cell of any course exercise",
-                    "unknown-notebook")]
+        return [
+            Row(
+                name,
+                "(notebook)",
+                False,
+                "not a course notebook: no check cell of any course exercise",
+                "unknown-notebook",
+            )
+        ]
     items, expected = plan(nb, nbformat.read(source, as_version=4))
     try:
         out = run_plan(items, path.parent.resolve(), cell_timeout)
@@ -289,8 +330,13 @@ def _rows(name: str, items: list[dict], expected: list[str], out: dict) -> list[
         if result is None:
             why = out["stopped"] or "no result came back"
             at = out["at"]
-            rows[exercise] = Row(name, exercise, False, why if at == item["index"] or at is None
-                                 else f"not reached: {why}", "not-reached")
+            rows[exercise] = Row(
+                name,
+                exercise,
+                False,
+                why if at == item["index"] or at is None else f"not reached: {why}",
+                "not-reached",
+            )
             continue
         line, mistake = result["line"], result["mistake"]
         if not result["passed"] and mistake in ("not-defined", "unusable-answer", "error"):

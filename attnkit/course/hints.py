@@ -1,5 +1,6 @@
 """An edition without hints: the notebooks' collapsible hints removed, and every checker told to
 say only whether an answer passed (not which mistake it found, which often gives the fix away)."""
+
 from __future__ import annotations
 
 import re

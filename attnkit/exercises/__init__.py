@@ -7,6 +7,7 @@ run the same checkers on a submission's definitions, in a process of their own.
     checks.check_causal_mask(my_causal_mask)               # prints one line, returns True/False
     registry()["01-causal-mask"].evaluate(my_causal_mask)  # a Result: exercise, passed, line, mistake
 """
+
 from __future__ import annotations
 
 import importlib
@@ -14,8 +15,7 @@ import importlib
 from .checking import Exercise, Result
 
 # notebook prefix -> the module of its checkers
-MODULES = {"01": "attention", "02": "adder", "03": "heatmaps", "04": "ablation", "05": "positional",
-           "06": "patching"}
+MODULES = {"01": "attention", "02": "adder", "03": "heatmaps", "04": "ablation", "05": "positional", "06": "patching"}
 
 
 def registry() -> dict[str, Exercise]:

@@ -5,9 +5,10 @@ They test on the checker's own material, never the notebook's: random z tensors,
 seeded encoder-decoder (3 heads per layer, 1 + 2 layers, d_head 4), and synthetic accuracy
 functions with heads that back each other up. Global RNG state is left as it was.
 """
+
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -16,8 +17,8 @@ from torch import Tensor
 
 from ..adder.data import PAD
 from ..core.hooks import HookPoint, ablate_heads, gate_z
-from .models import sum_batches, tiny_ablation_model
 from .checking import GENERAL_ADVICE, Hint, call, checker
+from .models import sum_batches, tiny_ablation_model
 
 
 def _learner(fn: Callable, *args, context: str = "", advice: tuple = ()):
@@ -50,54 +51,71 @@ def _array(x, what: str) -> np.ndarray:
 
 # ---------------------------------------------------------------- ⭐ an ablation hook
 
+
 def _changed_slices(changed: Tensor) -> dict[int, list[int]]:
     """For each axis of a (batch, heads, pos, d_head) bool tensor, the indices where anything changed."""
     return {axis: sorted(set(changed.nonzero()[:, axis].tolist())) for axis in range(changed.dim())}
 
 
-def _diagnose_hook(got: Tensor, z: Tensor, head: int, fill: Optional[Tensor]) -> str:
+def _diagnose_hook(got: Tensor, z: Tensor, head: int, fill: Tensor | None) -> str:
     """The hint for a hook whose output is not z with z[:, head] replaced."""
     batch, n_heads, n_pos, d_head = z.shape
-    changed = (got != z)
+    changed = got != z
     if not changed.any():
-        return ("your hook leaves z unchanged: set head `head`'s z to 0 (fill None) or to fill[head], at every "
-                "position, and return z")
+        return (
+            "your hook leaves z unchanged: set head `head`'s z to 0 (fill None) or to fill[head], at every "
+            "position, and return z"
+        )
     where = _changed_slices(changed)
     if where[1] == list(range(n_heads)) and n_heads > 1:
         if where[2] == [head] and n_pos > 1:
-            return (f"you replaced position {head} of every head: z is (batch, heads, pos, d_head), so the head "
-                    f"axis is 1 — z[:, head], not z[:, :, head]")
+            return (
+                f"you replaced position {head} of every head: z is (batch, heads, pos, d_head), so the head "
+                f"axis is 1 — z[:, head], not z[:, :, head]"
+            )
         if where[3] == [head] and d_head > 1:
-            return (f"you replaced feature {head} of every head: z is (batch, heads, pos, d_head), so the head "
-                    f"axis is 1 — z[:, head], not z[..., head]")
+            return (
+                f"you replaced feature {head} of every head: z is (batch, heads, pos, d_head), so the head "
+                f"axis is 1 — z[:, head], not z[..., head]"
+            )
         if where[0] == [head] and batch > 1:
-            return (f"you replaced problem {head} of the batch: z is (batch, heads, pos, d_head), so the head "
-                    f"axis is 1 — z[:, head], not z[head]")
-        return ("you changed every head of the layer: only head `head` is removed, z[:, head]; "
-                "the other heads keep their z")
+            return (
+                f"you replaced problem {head} of the batch: z is (batch, heads, pos, d_head), so the head "
+                f"axis is 1 — z[:, head], not z[head]"
+            )
+        return (
+            "you changed every head of the layer: only head `head` is removed, z[:, head]; the other heads keep their z"
+        )
     if where[1] != [head]:
         wrong = [h for h in where[1] if h != head]
-        return (f"you changed head(s) {wrong}, but head {head} was asked for (heads are 0-based: head h is "
-                f"z[:, h])")
+        return f"you changed head(s) {wrong}, but head {head} was asked for (heads are 0-based: head h is z[:, h])"
     if where[0] != list(range(batch)) or where[2] != list(range(n_pos)):
-        return ("only part of the head was replaced: replace it for every problem of the batch and at every "
-                "query position, z[:, head] = ...")
+        return (
+            "only part of the head was replaced: replace it for every problem of the batch and at every "
+            "query position, z[:, head] = ..."
+        )
     mine = got[:, head]
     if fill is None:
         return f"head {head} should be exactly 0 at every position (zero ablation), not other values"
     if _same(mine, torch.zeros_like(mine)):
-        return ("with fill given, head `head` should become fill[head] (its reference mean z) at every "
-                "position — you put 0 there (that is zero ablation)")
+        return (
+            "with fill given, head `head` should become fill[head] (its reference mean z) at every "
+            "position — you put 0 there (that is zero ablation)"
+        )
     batch_means = [z[:, head].mean(dim=(0, 1)), z[:, head].mean(dim=1, keepdim=True), z[:, head].mean(dim=0)]
     if any(_same(mine, m.expand_as(mine)) for m in batch_means):
-        return ("you used this batch's own mean of the head: use fill[head], the reference mean computed once "
-                "on the held-out set — a batch's own mean changes with the batch, and on one problem it "
-                "keeps most of that problem's information")
+        return (
+            "you used this batch's own mean of the head: use fill[head], the reference mean computed once "
+            "on the held-out set — a batch's own mean changes with the batch, and on one problem it "
+            "keeps most of that problem's information"
+        )
     if _same(mine, fill.mean(dim=0).expand_as(mine)):
         return "you averaged fill over the heads: fill[head] is head `head`'s own mean vector (d_head numbers)"
     if _same(mine, fill[head].mean().expand_as(mine)):
-        return ("you averaged fill[head] into one number: put the whole vector fill[head] (d_head numbers) at "
-                "every position")
+        return (
+            "you averaged fill[head] into one number: put the whole vector fill[head] (d_head numbers) at "
+            "every position"
+        )
     if _same(mine, z[:, head] + fill[head]):
         return "you added fill[head] to the head's z: replace z[:, head] by fill[head] instead"
     for other in range(n_heads):
@@ -106,17 +124,28 @@ def _diagnose_hook(got: Tensor, z: Tensor, head: int, fill: Optional[Tensor]) ->
     return f"head {head} should be fill[head] at every position and in every problem of the batch"
 
 
-HOOK_ADVICE = (("must match the size", "z[:, head] is (batch, pos, d_head): assign 0.0 or fill[head], shape "
-                                       "(d_head,), which broadcasts over the batch and positions (fill itself is "
-                                       "(heads, d_head))"),
-               ("expand", "z[:, head] is (batch, pos, d_head): assign 0.0 or fill[head], shape (d_head,)"),
-               ("out of bounds", "z is (batch, heads, pos, d_head): the head is z[:, head]"),
-               ("is ambiguous", "test `fill is None`, not `if fill:` — a tensor of many numbers is neither True nor "
-                                "False"))
+HOOK_ADVICE = (
+    (
+        "must match the size",
+        "z[:, head] is (batch, pos, d_head): assign 0.0 or fill[head], shape "
+        "(d_head,), which broadcasts over the batch and positions (fill itself is "
+        "(heads, d_head))",
+    ),
+    ("expand", "z[:, head] is (batch, pos, d_head): assign 0.0 or fill[head], shape (d_head,)"),
+    ("out of bounds", "z is (batch, heads, pos, d_head): the head is z[:, head]"),
+    ("is ambiguous", "test `fill is None`, not `if fill:` — a tensor of many numbers is neither True nor False"),
+)
 
 
-@checker("ablation_hook", "04-ablation-hook", "my_ablation_hook",
-         references=("attnkit.core.hooks:gate_z", "attnkit.core.hooks:ablate_heads",))
+@checker(
+    "ablation_hook",
+    "04-ablation-hook",
+    "my_ablation_hook",
+    references=(
+        "attnkit.core.hooks:gate_z",
+        "attnkit.core.hooks:ablate_heads",
+    ),
+)
 @torch.no_grad()
 def check_ablation_hook(make_hook: Callable) -> str:
     """`make_hook(head, fill=None)` -> hook(z, hook) returning z (batch, heads, pos, d_head) with
@@ -137,19 +166,24 @@ def check_ablation_hook(make_hook: Callable) -> str:
                 raise Hint(f"my_ablation_hook should return a function hook(z, hook), not a {type(hook).__name__}")
             mine = z.clone()
             out = _learner(hook, mine, point, context=where, advice=HOOK_ADVICE)
-            if given is not None and not torch.equal(given, fill):
-                raise Hint("your hook changed `fill` in place: it is the reference mean, shared by every run — "
-                           "copy from it (fill[head]) without writing to it")
+            if given is not None and fill is not None and not torch.equal(given, fill):
+                raise Hint(
+                    "your hook changed `fill` in place: it is the reference mean, shared by every run — "
+                    "copy from it (fill[head]) without writing to it"
+                )
             if out is None:
                 if torch.equal(mine, z):
-                    raise Hint("your hook returned None and left z unchanged: the value a hook returns replaces "
-                               "the activation — return the new z")
+                    raise Hint(
+                        "your hook returned None and left z unchanged: the value a hook returns replaces "
+                        "the activation — return the new z"
+                    )
                 out = mine  # changed in place and returned nothing: HookPoint keeps the changed tensor
             if not isinstance(out, Tensor):
                 raise Hint(f"the hook must return a torch tensor of z's shape {shape}, not a {type(out).__name__}")
             if tuple(out.shape) == (batch, n_pos, d_head):
-                raise Hint("you returned only the head's slice z[:, head]: return the whole z, with that slice "
-                           "replaced")
+                raise Hint(
+                    "you returned only the head's slice z[:, head]: return the whole z, with that slice replaced"
+                )
             if tuple(out.shape) != shape:
                 raise Hint(f"the hook must return z's shape {shape}, got {tuple(out.shape)}")
             want = z.clone()
@@ -159,26 +193,31 @@ def check_ablation_hook(make_hook: Callable) -> str:
 
     # The same hooks inside the kit's own mechanism: run_with_hooks on a tiny model vs ablate_heads.
     model = tiny_ablation_model(4)
-    (src, tgt_in, _), = sum_batches(model, [3], seed=4)
+    ((src, tgt_in, _),) = sum_batches(model, [3], seed=4)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(5)
         fills = {name: torch.randn(m.n_heads, m.d_head) for name, m in model.attention_modules().items()}
     for name, head, fill in [("dec.cross.1", 2, None), ("enc.self.0", 0, fills["enc.self.0"])]:
         hook = _learner(make_hook, head, None if fill is None else fill.clone(), context=" when making the hook")
-        got = _learner(lambda: model.run_with_hooks(src, tgt_in, hooks=[(f"{name}.hook_z", hook)]),
-                       context=f" inside model.run_with_hooks on {name}.hook_z", advice=HOOK_ADVICE)
+        got = _learner(
+            lambda: model.run_with_hooks(src, tgt_in, hooks=[(f"{name}.hook_z", hook)]),
+            context=f" inside model.run_with_hooks on {name}.hook_z",
+            advice=HOOK_ADVICE,
+        )
         with ablate_heads(model, [f"{name}.{head}"], None if fill is None else fills):
             want = model(src, tgt_in)
         if not (isinstance(got, Tensor) and _same(got, want, 1e-4)):
-            raise Hint(f"your hook works on a lone tensor but not inside model.run_with_hooks on {name}.hook_z: "
-                       "it must only use its z argument and what my_ablation_hook was given")
+            raise Hint(
+                f"your hook works on a lone tensor but not inside model.run_with_hooks on {name}.hook_z: "
+                "it must only use its z argument and what my_ablation_hook was given"
+            )
     return "zero and mean ablation of one head, 2 to 6 heads, batch 1 to 3, and inside run_with_hooks"
 
 
 # ---------------------------------------------------------------- ⭐⭐ the mean z
 
-@checker("mean_z", "04-mean-z", "my_mean_z",
-         references=("attnkit.adder.evaluate:mean_z",))
+
+@checker("mean_z", "04-mean-z", "my_mean_z", references=("attnkit.adder.evaluate:mean_z",))
 @torch.no_grad()
 def check_mean_z(fn: Callable) -> str:
     """`fn(z, real)` -> (heads, d_head): each head's mean z over every real query position,
@@ -191,23 +230,37 @@ def check_mean_z(fn: Callable) -> str:
         real = torch.arange(n_pos)[None, :] < torch.tensor(lengths)[:, None]
         z_in, real_in = z.clone(), real.clone()
         where = f" (z of shape {tuple(z.shape)}, {int(real.sum())} real positions)"
-        got = _learner(fn, z_in, real_in, context=where, advice=(
-            ("shape of the mask", "real is (batch, pos) but z is (batch, heads, pos, d_head): z.transpose(1, 2)[real] "
-                                  "gives the real positions' vectors, (n_real, heads, d_head)"),
-            ("must match the size", "real is (batch, pos) and z is (batch, heads, pos, d_head): line them up with "
-                                    "real[:, None, :, None]")))
+        got = _learner(
+            fn,
+            z_in,
+            real_in,
+            context=where,
+            advice=(
+                (
+                    "shape of the mask",
+                    "real is (batch, pos) but z is (batch, heads, pos, d_head): z.transpose(1, 2)[real] "
+                    "gives the real positions' vectors, (n_real, heads, d_head)",
+                ),
+                (
+                    "must match the size",
+                    "real is (batch, pos) and z is (batch, heads, pos, d_head): line them up with "
+                    "real[:, None, :, None]",
+                ),
+            ),
+        )
         if not (torch.equal(z_in, z) and torch.equal(real_in, real)):
             raise Hint("your function changed its input in place (e.g. z *= ...): compute on a copy")
         got = _array(got, "function")
         shape = (n_heads, d_head)
         wrong_shapes = [  # the first that fits names the mistake (two can coincide, e.g. batch = heads)
             ((n_heads,), "you averaged d_head away too: keep one vector per head, shape (heads, d_head)"),
-            ((n_pos, d_head), "you averaged over the heads: average over the batch and position axes (0 and 2), "
-                              "keep the head axis"),
+            (
+                (n_pos, d_head),
+                "you averaged over the heads: average over the batch and position axes (0 and 2), keep the head axis",
+            ),
             ((batch, n_heads, d_head), "you kept the batch axis: average over every problem's positions too"),
             ((n_heads, n_pos, d_head), "you kept the position axis: average over the positions too"),
-            ((batch, n_pos, d_head), "you averaged over the heads: average over the batch and position axes "
-                                     "(0 and 2)"),
+            ((batch, n_pos, d_head), "you averaged over the heads: average over the batch and position axes (0 and 2)"),
         ]
         if got.shape != shape:
             for wrong_shape, hint in wrong_shapes:
@@ -221,31 +274,45 @@ def check_mean_z(fn: Callable) -> str:
         if torch.allclose(got_t, want, atol=1e-5, rtol=1e-5):
             continue
         if torch.isnan(got_t).any():
-            raise Hint("NaN in your result: divide by the number of real positions (real.sum()), not by a count "
-                       "that can be 0" + where)
+            raise Hint(
+                "NaN in your result: divide by the number of real positions (real.sum()), not by a count "
+                "that can be 0" + where
+            )
         per_problem = ((zd * mask).sum(dim=2) / mask.sum(dim=2)).mean(dim=0)
         wrong = [
             (zd.mean(dim=(0, 2)), "padding positions counted: average only where real is True"),
-            ((zd * mask).sum(dim=(0, 2)) / (batch * n_pos),
-             "divided by every position, padding included: divide by the number of real positions, real.sum()"),
-            (per_problem, "you averaged each problem's mean: a problem with more real positions must weigh more — "
-                          "sum z over every real position of every problem, then divide by their total number"),
-            ((zd * (1 - mask)).sum(dim=(0, 2)) / (~real).sum().clamp(min=1),
-             "the mask is inverted: real is True at real tokens, so keep those and drop the others"),
+            (
+                (zd * mask).sum(dim=(0, 2)) / (batch * n_pos),
+                "divided by every position, padding included: divide by the number of real positions, real.sum()",
+            ),
+            (
+                per_problem,
+                "you averaged each problem's mean: a problem with more real positions must weigh more — "
+                "sum z over every real position of every problem, then divide by their total number",
+            ),
+            (
+                (zd * (1 - mask)).sum(dim=(0, 2)) / (~real).sum().clamp(min=1),
+                "the mask is inverted: real is True at real tokens, so keep those and drop the others",
+            ),
         ]
-        for candidate, hint in wrong:
+        for candidate, message in wrong:
             if torch.allclose(got_t, candidate, atol=1e-5, rtol=1e-5):
-                raise Hint(hint + where)
+                raise Hint(message + where)
         ratio = (got_t / want).flatten()
         if torch.allclose(ratio, ratio[0].expand_as(ratio), rtol=1e-4) and abs(ratio[0] - 1) > 1e-3:
-            raise Hint(f"your mean is {ratio[0]:.3g} × the right one: divide the sum by the number of real "
-                       f"positions, real.sum() — each counted once, not once per head or per feature" + where)
-        raise Hint("your mean differs from each head's average z over the real positions: sum z where real is "
-                   "True over the batch and position axes, divide by real.sum()" + where)
+            raise Hint(
+                f"your mean is {ratio[0]:.3g} × the right one: divide the sum by the number of real "
+                f"positions, real.sum() — each counted once, not once per head or per feature" + where
+            )
+        raise Hint(
+            "your mean differs from each head's average z over the real positions: sum z where real is "
+            "True over the batch and position axes, divide by real.sum()" + where
+        )
     return "each head's mean over the real positions, for batch 1 to 4, 2 to 5 heads, ragged padding"
 
 
 # ---------------------------------------------------------------- ⭐⭐ greedy joint pruning
+
 
 class _Accuracy:
     """A synthetic `accuracy(removed)`: each head has its own small cost, and some groups of heads
@@ -265,8 +332,9 @@ class _Accuracy:
 
     def __call__(self, removed) -> float:
         if isinstance(removed, str):
-            raise TypeError(f"accuracy() takes the list of removed head ids, not the single string {removed!r}: "
-                            f"wrap it in a list")
+            raise TypeError(
+                f"accuracy() takes the list of removed head ids, not the single string {removed!r}: wrap it in a list"
+            )
         try:
             removed = list(removed)
         except TypeError:
@@ -278,7 +346,8 @@ class _Accuracy:
         return self.value(removed)
 
     def greedy(self, best=max) -> tuple[list[str], list[float]]:
-        removed, remaining, curve = [], list(self.heads), [self.value([])]
+        removed: list[str] = []
+        remaining, curve = list(self.heads), [self.value([])]
         while remaining:
             h = best(remaining, key=lambda h: self.value(removed + [h]))
             removed.append(h)
@@ -291,20 +360,29 @@ class _Accuracy:
 
 
 def _pruning_cases() -> list[_Accuracy]:
-    seven = ["enc.self.0.0", "enc.self.0.1", "enc.self.0.2", "dec.self.0.0", "dec.self.0.1", "dec.cross.0.0",
-             "dec.cross.0.1"]
+    seven = [
+        "enc.self.0.0",
+        "enc.self.0.1",
+        "enc.self.0.2",
+        "dec.self.0.0",
+        "dec.self.0.1",
+        "dec.cross.0.0",
+        "dec.cross.0.1",
+    ]
     five = ["enc.self.1.0", "enc.self.1.1", "enc.self.1.2", "enc.self.1.3", "enc.self.1.4"]
     return [
         # 0 and 1 back each other up; so do 2, 3 and 4: a one-shot ranking removes them together
-        _Accuracy(seven, [0.001, 0.0015, 0.002, 0.0025, 0.0031, 0.04, 0.0035],
-                  [([0, 1], 0.2), ([2, 3, 4], 0.3), ([5, 6], 0.05)]),
+        _Accuracy(
+            seven,
+            [0.001, 0.0015, 0.002, 0.0025, 0.0031, 0.04, 0.0035],
+            [([0, 1], 0.2), ([2, 3, 4], 0.3), ([5, 6], 0.05)],
+        ),
         _Accuracy(five, [0.012, 0.001, 0.0022, 0.03, 0.0013], [([1, 4], 0.1), ([1, 2], 0.06)]),
         _Accuracy(["dec.cross.2.0"], [0.4], []),
     ]
 
 
-@checker("prune_order", "04-prune-order", "my_prune_order",
-         references=("attnkit.interp.studies:prune_order",))
+@checker("prune_order", "04-prune-order", "my_prune_order", references=("attnkit.interp.studies:prune_order",))
 def check_prune_order(fn: Callable) -> str:
     """`fn(heads, accuracy)` -> (order, curve): greedy backward elimination — at each step remove
     the remaining head whose removal, on top of those already removed, leaves the highest
@@ -313,12 +391,23 @@ def check_prune_order(fn: Callable) -> str:
         heads, n = list(acc.heads), len(acc.heads)
         given = list(heads)
         where = f" ({n} head{'s' if n > 1 else ''})"
-        result = _learner(fn, given, acc, context=where, advice=(
-            ("'_Accuracy'", "the arguments are (heads, accuracy), in that order: heads is the list, accuracy the "
-                            "function"),))
+        result = _learner(
+            fn,
+            given,
+            acc,
+            context=where,
+            advice=(
+                (
+                    "'_Accuracy'",
+                    "the arguments are (heads, accuracy), in that order: heads is the list, accuracy the function",
+                ),
+            ),
+        )
         if given != heads:
-            raise Hint("your function changed the `heads` list it was given (remaining = heads, then "
-                       ".remove?): work on a copy, remaining = list(heads)")
+            raise Hint(
+                "your function changed the `heads` list it was given (remaining = heads, then "
+                ".remove?): work on a copy, remaining = list(heads)"
+            )
         if result is None:
             raise Hint("your function returned None — did you forget `return order, curve`?")
         if not (isinstance(result, (tuple, list)) and len(result) == 2):
@@ -332,67 +421,88 @@ def check_prune_order(fn: Callable) -> str:
         want_order, want_curve = acc.greedy()
         repeated = [h for i, h in enumerate(order) if h in order[:i]]
         if repeated:
-            raise Hint(f"head {repeated[0]} is removed twice: take each removed head out of the remaining "
-                       f"candidates{where}")
+            raise Hint(
+                f"head {repeated[0]} is removed twice: take each removed head out of the remaining candidates{where}"
+            )
         if order != want_order:
             k = next((i for i, (a, b) in enumerate(zip(order, want_order)) if a != b), len(order))
             if k == len(order) and len(order) < n:
-                raise Hint(f"you stopped after {len(order)} of {n} heads: keep removing until no head is left "
-                           f"(the end of the curve is the model with every head removed){where}")
+                raise Hint(
+                    f"you stopped after {len(order)} of {n} heads: keep removing until no head is left "
+                    f"(the end of the curve is the model with every head removed){where}"
+                )
             if order == acc.greedy(best=min)[0] or order == acc.one_shot()[::-1]:
-                raise Hint("you removed the head whose removal hurts most: remove the one that leaves the "
-                           "highest accuracy (max, not min)" + where)
+                raise Hint(
+                    "you removed the head whose removal hurts most: remove the one that leaves the "
+                    "highest accuracy (max, not min)" + where
+                )
             if order == acc.one_shot():
                 if sum(len(c) == 1 for c in acc.calls) > n + 1:  # singletons again after the first step
-                    raise Hint("you evaluated each candidate alone: evaluate it together with the heads already "
-                               "removed, accuracy(removed + [h]) — heads back each other up" + where)
-                raise Hint("you ranked the heads once, by their single-head accuracy: after every removal, "
-                           "re-evaluate each remaining head on top of those already removed — heads back each "
-                           "other up, so the ranking changes" + where)
-            got_acc = acc.value(order[:k + 1]) if k < len(order) else float("nan")
-            raise Hint(f"after removing {order[:k]}, remove {want_order[k]} next (accuracy "
-                       f"{acc.value(want_order[:k + 1]):.4f} with it removed too); you removed "
-                       f"{order[k] if k < len(order) else 'nothing'} ({got_acc:.4f}){where}")
+                    raise Hint(
+                        "you evaluated each candidate alone: evaluate it together with the heads already "
+                        "removed, accuracy(removed + [h]) — heads back each other up" + where
+                    )
+                raise Hint(
+                    "you ranked the heads once, by their single-head accuracy: after every removal, "
+                    "re-evaluate each remaining head on top of those already removed — heads back each "
+                    "other up, so the ranking changes" + where
+                )
+            got_acc = acc.value(order[: k + 1]) if k < len(order) else float("nan")
+            raise Hint(
+                f"after removing {order[:k]}, remove {want_order[k]} next (accuracy "
+                f"{acc.value(want_order[: k + 1]):.4f} with it removed too); you removed "
+                f"{order[k] if k < len(order) else 'nothing'} ({got_acc:.4f}){where}"
+            )
         try:
             curve = [float(x) for x in (curve.tolist() if hasattr(curve, "tolist") else curve)]
         except (TypeError, ValueError):
-            raise Hint(f"curve should be a list of {n + 1} accuracies (numbers): one before any removal and one "
-                       f"after each") from None
+            raise Hint(
+                f"curve should be a list of {n + 1} accuracies (numbers): one before any removal and one after each"
+            ) from None
         close = lambda xs, ys: len(xs) == len(ys) and np.allclose(xs, ys, atol=1e-9, rtol=0)
         if close(curve, want_curve):
             continue
         if close(curve, want_curve[1:]):
-            raise Hint(f"curve should start with the intact model's accuracy, accuracy([]), then one value after "
-                       f"each removal: {n + 1} values for {n} heads{where}")
+            raise Hint(
+                f"curve should start with the intact model's accuracy, accuracy([]), then one value after "
+                f"each removal: {n + 1} values for {n} heads{where}"
+            )
         if close(curve, want_curve[:-1]):
-            raise Hint(f"curve misses the last step: one value before any removal and one after each, "
-                       f"{n + 1} values{where}")
-        if close(curve, [want_curve[0] - x for x in want_curve]) or close(curve, [100 * (want_curve[0] - x)
-                                                                                  for x in want_curve]):
+            raise Hint(
+                f"curve misses the last step: one value before any removal and one after each, {n + 1} values{where}"
+            )
+        if close(curve, [want_curve[0] - x for x in want_curve]) or close(
+            curve, [100 * (want_curve[0] - x) for x in want_curve]
+        ):
             raise Hint("curve should hold accuracies, not drops: curve[k] = accuracy(order[:k])" + where)
         if close(curve[1:], [acc.value([h]) for h in order]):
-            raise Hint("curve[k] is the accuracy with the first k heads removed together, accuracy(order[:k]), "
-                       "not with head k removed alone" + where)
+            raise Hint(
+                "curve[k] is the accuracy with the first k heads removed together, accuracy(order[:k]), "
+                "not with head k removed alone" + where
+            )
         raise Hint(f"curve should be [accuracy(order[:k]) for k = 0 … {n}]; yours differs{where}")
     return "greedy order and curve on 7, 5 and 1 heads, with heads that back each other up"
 
 
 # ---------------------------------------------------------------- ⭐⭐⭐ gradient importance
 
-def _gate_grads(model, batches, at: float = 1.0, only: Optional[str] = None, ignore_pad: bool = True
-                ) -> dict[str, Tensor]:
+
+def _gate_grads(model, batches, at: float = 1.0, only: str | None = None, ignore_pad: bool = True) -> dict[str, Tensor]:
     """{module: (problems, heads)} each problem's own ∂L(x)/∂ξ_h, gates at `at` (on `only`, or every
     module), L(x) the problem's summed cross-entropy (PAD ignored unless ignore_pad is False)."""
     modules = model.attention_modules()
     out: dict[str, list] = {name: [] for name in modules}
     with model.without_hooks(), torch.enable_grad():
         for src, tgt_in, gold in batches:
-            gates = {name: torch.full((len(src), m.n_heads), at if only in (None, name) else 1.0, requires_grad=True)
-                     for name, m in modules.items()}
+            gates = {
+                name: torch.full((len(src), m.n_heads), at if only in (None, name) else 1.0, requires_grad=True)
+                for name, m in modules.items()
+            }
             hooks = [(f"{name}.hook_z", lambda z, hook, g=g: gate_z(z, g)) for name, g in gates.items()]
             logits = model.run_with_hooks(src, tgt_in, hooks=hooks)
-            loss = F.cross_entropy(logits.flatten(0, 1), gold.flatten(), ignore_index=PAD if ignore_pad else -100,
-                                   reduction="sum")
+            loss = F.cross_entropy(
+                logits.flatten(0, 1), gold.flatten(), ignore_index=PAD if ignore_pad else -100, reduction="sum"
+            )
             for name, g in zip(gates, torch.autograd.grad(loss, list(gates.values()))):
                 out[name].append(g.double())
     return {name: torch.cat(parts) for name, parts in out.items()}
@@ -405,39 +515,56 @@ def _importance_mistakes(G: Tensor, sizes: list[int], tokens: list[int]) -> list
     batch_sums = torch.stack([g.sum(0) for g in per_batch])
     cumulative = batch_sums.cumsum(0)
     shared = "one gate shared by a whole batch: the problems' gradients add up and cancel before the abs"
-    hint_shared = (f"{shared} — give each problem its own gate, torch.ones(batch, heads, requires_grad=True), "
-                   f"so that row x of the gradient is problem x's")
-    hint_accum = ("the gradients accumulate from one batch to the next: gate.grad adds up over .backward() "
-                  "calls — use a fresh gate for each batch (or set gate.grad = None), or torch.autograd.grad")
+    hint_shared = (
+        f"{shared} — give each problem its own gate, torch.ones(batch, heads, requires_grad=True), "
+        f"so that row x of the gradient is problem x's"
+    )
+    hint_accum = (
+        "the gradients accumulate from one batch to the next: gate.grad adds up over .backward() "
+        "calls — use a fresh gate for each batch (or set gate.grad = None), or torch.autograd.grad"
+    )
     return [
-        (G.sum(0) / n, "you forgot the abs: |∂L/∂ξ| of each problem, so that gradients of opposite sign do not "
-                       "cancel — .abs() before averaging"),
-        (-G.sum(0) / n, "you forgot the abs (and the sign is flipped): take |∂L/∂ξ| of each problem before "
-                        "averaging"),
-        ((G.sum(0) / n).abs(), "you took the abs after averaging: take |∂L/∂ξ| of each problem first, then "
-                               "average"),
+        (
+            G.sum(0) / n,
+            "you forgot the abs: |∂L/∂ξ| of each problem, so that gradients of opposite sign do not "
+            "cancel — .abs() before averaging",
+        ),
+        (-G.sum(0) / n, "you forgot the abs (and the sign is flipped): take |∂L/∂ξ| of each problem before averaging"),
+        ((G.sum(0) / n).abs(), "you took the abs after averaging: take |∂L/∂ξ| of each problem first, then average"),
         (batch_sums.abs().sum(0) / n, hint_shared),
         (batch_sums.abs().mean(0), hint_shared),
         (torch.stack([(g.sum(0) / len(g)).abs() for g in per_batch]).mean(0), hint_shared),
         (cumulative.abs().sum(0) / n, hint_accum),
         (G.cumsum(0).abs().sum(0) / n, hint_accum),
-        (torch.stack([g.abs().sum(0) / t for g, t in zip(per_batch, tokens)]).sum(0) / n,
-         "the loss of a problem is the sum of its tokens' cross-entropies: F.cross_entropy(..., reduction='sum') "
-         "— the default 'mean' divides by the batch's number of tokens"),
+        (
+            torch.stack([g.abs().sum(0) / t for g, t in zip(per_batch, tokens)]).sum(0) / n,
+            "the loss of a problem is the sum of its tokens' cross-entropies: F.cross_entropy(..., reduction='sum') "
+            "— the default 'mean' divides by the batch's number of tokens",
+        ),
         (G.abs().sum(0), "you summed over the problems: divide by their number, to get a mean"),
-        (G.abs().sum(0) / n_batches, "you divided by the number of batches: divide by the number of problems "
-                                     "(the batches differ in size)"),
-        (torch.stack([g.abs().mean(0) for g in per_batch]).mean(0),
-         "you averaged the batches' means: each problem must count once — sum |∂L/∂ξ| over every problem, "
-         "divide by their total number (the batches differ in size)"),
-        ((G.abs().sum(0) / n) / (G.abs().sum(0) / n).norm(),
-         "you normalised the scores (divided by their L2 norm): return the raw mean |∂L/∂ξ|; the per-layer "
-         "normalisation comes later, in the study"),
+        (
+            G.abs().sum(0) / n_batches,
+            "you divided by the number of batches: divide by the number of problems (the batches differ in size)",
+        ),
+        (
+            torch.stack([g.abs().mean(0) for g in per_batch]).mean(0),
+            "you averaged the batches' means: each problem must count once — sum |∂L/∂ξ| over every problem, "
+            "divide by their total number (the batches differ in size)",
+        ),
+        (
+            (G.abs().sum(0) / n) / (G.abs().sum(0) / n).norm(),
+            "you normalised the scores (divided by their L2 norm): return the raw mean |∂L/∂ξ|; the per-layer "
+            "normalisation comes later, in the study",
+        ),
     ]
 
 
-@checker("head_importance", "04-head-importance", "my_head_importance",
-         references=("attnkit.interp.studies:gradient_importance",))
+@checker(
+    "head_importance",
+    "04-head-importance",
+    "my_head_importance",
+    references=("attnkit.interp.studies:gradient_importance",),
+)
 def check_head_importance(fn: Callable) -> str:
     """`fn(model, name, batches)` -> (heads,): the mean over every problem of |∂L(x)/∂ξ_h| at
     ξ = 1, the gate ξ multiplying head h's z at `name`.hook_z; L(x) = the problem's summed
@@ -452,29 +579,53 @@ def check_head_importance(fn: Callable) -> str:
     for name in ("enc.self.0", "dec.cross.1"):
         where = f" (module {name}, {n_heads} heads, batches of {sizes[0]}, {sizes[1]} and {sizes[2]} problems)"
         given = [tuple(t.clone() for t in b) for b in batches]
-        result = _learner(fn, model, name, given, context=where, advice=(
-            ("must match the size", "the gate must line up with z (batch, heads, pos, d_head): a (batch, heads) "
-                                    "gate as gate[:, :, None, None]"),
-            ("does not require grad", "create the gate with requires_grad=True, and do not run under torch.no_grad()"),
-            ("not have been used in the graph",
-             "the gate never reached the loss: multiply z by it inside the hook on f'{name}.hook_z' and run the model "
-             "with that hook"),))
+        result = _learner(
+            fn,
+            model,
+            name,
+            given,
+            context=where,
+            advice=(
+                (
+                    "must match the size",
+                    "the gate must line up with z (batch, heads, pos, d_head): a (batch, heads) "
+                    "gate as gate[:, :, None, None]",
+                ),
+                (
+                    "does not require grad",
+                    "create the gate with requires_grad=True, and do not run under torch.no_grad()",
+                ),
+                (
+                    "not have been used in the graph",
+                    "the gate never reached the loss: multiply z by it inside the hook on f'{name}.hook_z' "
+                    "and run the model "
+                    "with that hook",
+                ),
+            ),
+        )
         if any(p.fns for p in model.hook_points().values()):
-            raise Hint("your code left a hook attached to the model: use model.run_with_hooks(..., hooks=[...]) "
-                       "or `with model.hooks(...)`, which always detach them")
+            raise Hint(
+                "your code left a hook attached to the model: use model.run_with_hooks(..., hooks=[...]) "
+                "or `with model.hooks(...)`, which always detach them"
+            )
         if any(not torch.equal(v, state[k]) for k, v in model.state_dict().items()):
-            raise Hint("your code changed the model's weights (an optimizer step?): only the gates need a "
-                       "gradient, and nothing is updated")
+            raise Hint(
+                "your code changed the model's weights (an optimizer step?): only the gates need a "
+                "gradient, and nothing is updated"
+            )
         if model.training:
             raise Hint("your code left the model in training mode: call model.eval() again (or never leave it)")
         got = _array(result, "function")
         if got.shape != (n_heads,):
             if got.size == n_heads:
-                raise Hint(f"your scores have shape {got.shape}: return one number per head, shape ({n_heads},)"
-                           + where)
+                raise Hint(
+                    f"your scores have shape {got.shape}: return one number per head, shape ({n_heads},)" + where
+                )
             adder = " (not the notebook's adder, which has 4 heads per layer)" if got.shape == (4,) else ""
-            raise Hint(f"your scores have shape {got.shape}, expected ({n_heads},) — one per head of `name` in "
-                       f"the `model` passed in{adder}{where}")
+            raise Hint(
+                f"your scores have shape {got.shape}, expected ({n_heads},) — one per head of `name` in "
+                f"the `model` passed in{adder}{where}"
+            )
         got_t = torch.from_numpy(got)
         G = grads[name]
         want = G.abs().mean(0)
@@ -486,16 +637,23 @@ def check_head_importance(fn: Callable) -> str:
                 raise Hint(hint + where)
         others = [m for m in grads if m != name and close(grads[m].abs().mean(0))]
         if others:
-            raise Hint(f"these are the scores of {others[0]}: gate the hook point f'{{name}}.hook_z' of the "
-                       f"module you were given{where}")
+            raise Hint(
+                f"these are the scores of {others[0]}: gate the hook point f'{{name}}.hook_z' of the "
+                f"module you were given{where}"
+            )
         if close(_gate_grads(model, batches, at=0.0, only=name)[name].abs().mean(0)):
-            raise Hint("the gradient is taken at ξ = 1 (every head on): start the gates at torch.ones, not "
-                       "zeros" + where)
+            raise Hint(
+                "the gradient is taken at ξ = 1 (every head on): start the gates at torch.ones, not zeros" + where
+            )
         if close(_gate_grads(model, batches, ignore_pad=False)[name].abs().mean(0)):
-            raise Hint("padding counted in the loss: gold is PAD after the answer's </s>, so pass "
-                       "ignore_index=PAD to F.cross_entropy" + where)
-        raise Hint(f"your scores {np.round(got, 4).tolist()} differ from the mean |∂L/∂ξ| "
-                   f"{np.round(want.numpy(), 4).tolist()}: "
-                   f"a gate ξ (ones, requires_grad) multiplies each head's z at f'{{name}}.hook_z', and the "
-                   f"gradient is the gate's, not a weight's{where}")
+            raise Hint(
+                "padding counted in the loss: gold is PAD after the answer's </s>, so pass "
+                "ignore_index=PAD to F.cross_entropy" + where
+            )
+        raise Hint(
+            f"your scores {np.round(got, 4).tolist()} differ from the mean |∂L/∂ξ| "
+            f"{np.round(want.numpy(), 4).tolist()}: "
+            f"a gate ξ (ones, requires_grad) multiplies each head's z at f'{{name}}.hook_z', and the "
+            f"gradient is the gate's, not a weight's{where}"
+        )
     return "mean |∂L/∂ξ| per head on two modules of a 3-head model, over batches of 3, 1 and 5 problems"

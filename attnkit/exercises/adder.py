@@ -8,18 +8,21 @@ models of their own: a toy seq2seq model that records what it is fed, a tiny fre
 initialised Seq2SeqTransformer and the committed adder. Code written for the notebook's one
 batch, its PAD = 13 or its globals does not pass.
 """
+
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from ..adder.data import BOS, EOS, PAD, encode_targets
-from .models import ToySeq2Seq, answers, committed_adder, sums, tiny_adder
 from .checking import Hint, NotDone, call, checker
+from .models import ToySeq2Seq, answers, committed_adder, sums, tiny_adder
+
 
 def _learner(fn: Callable, *args, signature: str, context: str = ""):
     """checking.call, with the exercise's signature named when the learner's own one differs."""
@@ -62,14 +65,15 @@ def _same(a: Tensor, b: Tensor) -> bool:
 
 # ---------------------------------------------------------------- 1. the teacher-forcing shift
 
+
 def _shift_cases() -> list[Tensor]:
     digits = list(range(10))
     return [
-        answers([5, 2, 3], 7, [3, 4, 5, 6, 7, 8], bos=1, eos=2, pad=0, seed=11),       # batch 3, 7 positions
-        answers([2], 5, list(range(4, 17)), bos=17, eos=18, pad=19, seed=12),          # batch 1, padded
-        sums([(663, 497), (5, 5), (0, 0), (999, 999), (45, 55)])[1],               # the notebook's ids
-        answers([7, 1, 4, 7], 9, digits, bos=10, eos=11, pad=12, seed=13),             # batch 4, 9 positions
-        answers([1, 0], 3, [5, 6], bos=0, eos=1, pad=2, seed=14),                      # 3 positions, <s></s>
+        answers([5, 2, 3], 7, [3, 4, 5, 6, 7, 8], bos=1, eos=2, pad=0, seed=11),  # batch 3, 7 positions
+        answers([2], 5, list(range(4, 17)), bos=17, eos=18, pad=19, seed=12),  # batch 1, padded
+        sums([(663, 497), (5, 5), (0, 0), (999, 999), (45, 55)])[1],  # the notebook's ids
+        answers([7, 1, 4, 7], 9, digits, bos=10, eos=11, pad=12, seed=13),  # batch 4, 9 positions
+        answers([1, 0], 3, [5, 6], bos=0, eos=1, pad=2, seed=14),  # 3 positions, <s></s>
     ]
 
 
@@ -89,39 +93,56 @@ def check_shift(fn: Callable) -> str:
         if _same(dec, ref_in) and _same(target, ref_out):
             continue
         if _same(dec, ref_out) and _same(target, ref_in):
-            raise Hint("shifted the wrong way: the decoder reads <s> and the tokens before the last "
-                       "(tgt[:, :-1]) and must predict the next ones (tgt[:, 1:])")
+            raise Hint(
+                "shifted the wrong way: the decoder reads <s> and the tokens before the last "
+                "(tgt[:, :-1]) and must predict the next ones (tgt[:, 1:])"
+            )
         if _same(dec, tgt) and _same(target, tgt):
-            raise Hint("you returned tgt unshifted: the model would predict each token from itself; "
-                       "decoder_input = tgt[:, :-1], target = tgt[:, 1:]")
+            raise Hint(
+                "you returned tgt unshifted: the model would predict each token from itself; "
+                "decoder_input = tgt[:, :-1], target = tgt[:, 1:]"
+            )
         if any(_same(x, y) for x, y in ((target, tgt.roll(-1, 1)), (dec, tgt.roll(1, 1)), (target, tgt.roll(1, 1)))):
-            raise Hint("torch.roll wraps around: the last token comes back at the other end; "
-                       "slice instead — tgt[:, :-1] and tgt[:, 1:]")
+            raise Hint(
+                "torch.roll wraps around: the last token comes back at the other end; "
+                "slice instead — tgt[:, :-1] and tgt[:, 1:]"
+            )
         if _same(dec, tgt[:-1]) or _same(target, tgt[1:]) or _same(dec, tgt[1:]) or _same(target, tgt[:-1]):
             raise Hint("you sliced the rows (the batch axis): shift along the positions, tgt[:, :-1] and tgt[:, 1:]")
         if _same(target, dec) and _same(target, ref_out):
-            raise Hint("your decoder input equals the target: the model would read the very token it must "
-                       "predict; the decoder reads every token but the last, tgt[:, :-1] (starting with <s>)")
+            raise Hint(
+                "your decoder input equals the target: the model would read the very token it must "
+                "predict; the decoder reads every token but the last, tgt[:, :-1] (starting with <s>)"
+            )
         if _same(target, dec):
-            raise Hint("your target equals the decoder input: the model would learn to copy its input; "
-                       "the target is the input shifted one step left — tgt[:, 1:]")
+            raise Hint(
+                "your target equals the decoder input: the model would learn to copy its input; "
+                "the target is the input shifted one step left — tgt[:, 1:]"
+            )
         if _same(dec, ref_in):
-            raise Hint(f"decoder_input is right but target is not{where}: the target is every token but "
-                       "the first, tgt[:, 1:] (the </s> included)")
+            raise Hint(
+                f"decoder_input is right but target is not{where}: the target is every token but "
+                "the first, tgt[:, 1:] (the </s> included)"
+            )
         if _same(target, ref_out):
-            raise Hint(f"target is right but decoder_input is not{where}: the decoder reads every token "
-                       "but the last, tgt[:, :-1] (starting with <s>)")
+            raise Hint(
+                f"target is right but decoder_input is not{where}: the decoder reads every token "
+                "but the last, tgt[:, :-1] (starting with <s>)"
+            )
         shapes = f"{tuple(dec.shape)} and {tuple(target.shape)}"
         if (tuple(dec.shape), tuple(target.shape)) != (tuple(ref_in.shape),) * 2:
-            raise Hint(f"{where.strip()} you return shapes {shapes}, expected {tuple(ref_in.shape)} each: "
-                       "slice off one position — tgt[:, :-1] and tgt[:, 1:] work for any length, no fixed numbers")
+            raise Hint(
+                f"{where.strip()} you return shapes {shapes}, expected {tuple(ref_in.shape)} each: "
+                "slice off one position — tgt[:, :-1] and tgt[:, 1:] work for any length, no fixed numbers"
+            )
         raise Hint(f"{where.strip()} decoder_input should be tgt[:, :-1] and target tgt[:, 1:]")
     return "decoder input tgt[:, :-1] and target tgt[:, 1:] for batches of 1 to 5 rows and 3 to 9 positions"
 
 
 # ---------------------------------------------------------------- 2. the teacher-forced loss
 
-def _loss_cases() -> list[tuple[str, Callable[[], nn.Module], Tensor, Tensor, int, int]]:
+
+def _loss_cases() -> list[tuple[str, Callable[[], Any], Tensor, Tensor, int, int]]:  # recording toy models
     """(name, model builder, src, tgt, pad_id, eos_id)"""
     gen = torch.Generator().manual_seed(21)
     src_a = torch.randint(3, 9, (3, 5), generator=gen)
@@ -153,14 +174,16 @@ def _loss_value(result) -> tuple[float, bool]:
     if not isinstance(result, Tensor):
         raise Hint(f"your function returned a {type(result).__name__}, expected the loss as a 0-d tensor")
     if result.numel() != 1:
-        raise Hint(f"your loss has shape {tuple(result.shape)}: reduce it to one number — the mean over "
-                   "every real (non-padding) target token, F.cross_entropy's default reduction")
+        raise Hint(
+            f"your loss has shape {tuple(result.shape)}: reduce it to one number — the mean over "
+            "every real (non-padding) target token, F.cross_entropy's default reduction"
+        )
     if not result.is_floating_point():
         raise Hint(f"your loss is a {result.dtype} tensor: a cross-entropy is a float")
     return float(result.detach().double().reshape(())), result.requires_grad
 
 
-def _loss_candidates(model: nn.Module, src: Tensor, tgt: Tensor, pad: int, eos: int) -> list[tuple[float, str]]:
+def _loss_candidates(model: Any, src: Tensor, tgt: Tensor, pad: int, eos: int) -> list[tuple[float, str]]:
     """The loss with one common mistake each, and the hint that names it."""
     with torch.no_grad():
         logits = model.logits(src, tgt[:, :-1]).double()
@@ -176,49 +199,77 @@ def _loss_candidates(model: nn.Module, src: Tensor, tgt: Tensor, pad: int, eos: 
                 out.append((value, hint))
 
         full = model.logits(src, tgt).double()
-        add(F.cross_entropy(full.reshape(-1, full.size(-1)), tgt.reshape(-1), ignore_index=pad),
+        add(
+            F.cross_entropy(full.reshape(-1, full.size(-1)), tgt.reshape(-1), ignore_index=pad),
             "not shifted: each position is scored on the token it reads; the decoder reads tgt[:, :-1] and "
-            "predicts the next token, tgt[:, 1:]")
+            "predicts the next token, tgt[:, 1:]",
+        )
         wrong_way = model.logits(src, tgt[:, 1:]).double()
-        add(F.cross_entropy(wrong_way.reshape(-1, wrong_way.size(-1)), tgt[:, :-1].reshape(-1), ignore_index=pad),
-            "shifted the wrong way: feed tgt[:, :-1] (it starts with <s>) and score against tgt[:, 1:]")
-        add(token_loss.mean(),
+        add(
+            F.cross_entropy(wrong_way.reshape(-1, wrong_way.size(-1)), tgt[:, :-1].reshape(-1), ignore_index=pad),
+            "shifted the wrong way: feed tgt[:, :-1] (it starts with <s>) and score against tgt[:, 1:]",
+        )
+        add(
+            token_loss.mean(),
             "padding counted in the loss: pass ignore_index=pad_id to F.cross_entropy (the pad_id argument — "
-            "this checker's batches pad with other ids than the notebook's 13), or average over real tokens only")
+            "this checker's batches pad with other ids than the notebook's 13), or average over real tokens only",
+        )
         from_input = tgt[:, :-1] != pad
-        add((token_loss * from_input).sum() / from_input.sum(),
+        add(
+            (token_loss * from_input).sum() / from_input.sum(),
             "padding mask one position off: it comes from the decoder input; take it from the target, "
-            "tgt[:, 1:] != pad_id")
-        add(((token_loss * real).sum(1) / real.sum(1).clamp(min=1)).mean(),
+            "tgt[:, 1:] != pad_id",
+        )
+        add(
+            ((token_loss * real).sum(1) / real.sum(1).clamp(min=1)).mean(),
             "you averaged each row, then the rows: a short answer's tokens then weigh more than a long one's; "
-            "take one mean over every real target token of the batch (F.cross_entropy with ignore_index does)")
-        add((token_loss * real).sum(),
-            "you summed the token losses: take their mean over the real (non-padding) target tokens")
-        add((token_loss * real).sum() / real.numel(),
+            "take one mean over every real target token of the batch (F.cross_entropy with ignore_index does)",
+        )
+        add(
+            (token_loss * real).sum(),
+            "you summed the token losses: take their mean over the real (non-padding) target tokens",
+        )
+        add(
+            (token_loss * real).sum() / real.numel(),
             "padding's loss is zeroed but you divided by every position: divide by the number of real "
-            "target tokens, (tgt[:, 1:] != pad_id).sum()")
+            "target tokens, (tgt[:, 1:] != pad_id).sum()",
+        )
         scored = real & (gold != eos)
-        add((token_loss * scored).sum() / scored.sum(),
-            "</s> is not scored: the model must also learn where the answer ends; ignore only padding")
+        add(
+            (token_loss * scored).sum() / scored.sum(),
+            "</s> is not scored: the model must also learn where the answer ends; ignore only padding",
+        )
         probs = flat_logits.softmax(-1)
-        add(F.cross_entropy(probs, flat_gold, ignore_index=pad),
-            "softmax applied before F.cross_entropy, which applies log_softmax itself: pass the raw logits")
-        add(F.nll_loss(flat_logits, flat_gold, ignore_index=pad),
+        add(
+            F.cross_entropy(probs, flat_gold, ignore_index=pad),
+            "softmax applied before F.cross_entropy, which applies log_softmax itself: pass the raw logits",
+        )
+        add(
+            F.nll_loss(flat_logits, flat_gold, ignore_index=pad),
             "F.nll_loss on raw logits: it expects log-probabilities — apply log_softmax(-1) first, "
-            "or use F.cross_entropy on the logits")
-        add(F.nll_loss(probs, flat_gold, ignore_index=pad),
-            "F.nll_loss on probabilities: it expects log-probabilities — use log_softmax(-1), not softmax")
+            "or use F.cross_entropy on the logits",
+        )
+        add(
+            F.nll_loss(probs, flat_gold, ignore_index=pad),
+            "F.nll_loss on probabilities: it expects log-probabilities — use log_softmax(-1), not softmax",
+        )
         per_position = (token_loss * real).sum(0) / real.sum(0)
-        add(per_position[real.any(0)].mean(),
+        add(
+            per_position[real.any(0)].mean(),
             "you averaged each position over the rows, then the positions: take one mean over every real "
-            "target token of the batch")
+            "target token of the batch",
+        )
     return out
 
 
 def _swapped(calls: list[tuple[Tensor, Tensor]], tgt: Tensor) -> bool:
     """Was the model called as model(decoder_input, src)?"""
-    return any(first.size(1) in (tgt.size(1), tgt.size(1) - 1) and (first[:, 0] == tgt[:, 0]).all()
-               and not (second[:, 0] == tgt[:, 0]).all() for first, second in calls)
+    return any(
+        first.size(1) in (tgt.size(1), tgt.size(1) - 1)
+        and (first[:, 0] == tgt[:, 0]).all()
+        and not (second[:, 0] == tgt[:, 0]).all()
+        for first, second in calls
+    )
 
 
 @checker("teacher_forcing_loss", "02-loss", "my_teacher_forcing_loss")
@@ -239,44 +290,54 @@ def check_teacher_forcing_loss(fn: Callable) -> str:
             if "AttributeError" in str(hint) and ("ToySeq2Seq" in str(hint) or "Recording" in str(hint)):
                 raise Hint(f"{hint} — this model only has model(src, tgt) -> logits") from None
             if "Expected target size" in str(hint) or "Expected input batch_size" in str(hint):
-                raise Hint(f"{hint} — F.cross_entropy wants (N, vocab) logits and (N,) targets: flatten with "
-                           "logits.reshape(-1, logits.size(-1)) and target.reshape(-1)") from None
+                raise Hint(
+                    f"{hint} — F.cross_entropy wants (N, vocab) logits and (N,) targets: flatten with "
+                    "logits.reshape(-1, logits.size(-1)) and target.reshape(-1)"
+                ) from None
             raise
         value, has_grad = _loss_value(result)
         with torch.no_grad():
             logits = model.logits(src, tgt[:, :-1])
-            ref = float(F.cross_entropy(logits.reshape(-1, logits.size(-1)), tgt[:, 1:].reshape(-1),
-                                        ignore_index=pad))
+            ref = float(F.cross_entropy(logits.reshape(-1, logits.size(-1)), tgt[:, 1:].reshape(-1), ignore_index=pad))
         if np.isclose(value, ref, rtol=1e-4, atol=1e-6):
             if not has_grad:
-                raise Hint("the value is right, but it is not a tensor with a gradient (.item(), numpy, "
-                           "or torch.no_grad()?): return the tensor F.cross_entropy gives, so that training "
-                           "can call loss.backward()")
+                raise Hint(
+                    "the value is right, but it is not a tensor with a gradient (.item(), numpy, "
+                    "or torch.no_grad()?): return the tensor F.cross_entropy gives, so that training "
+                    "can call loss.backward()"
+                )
             continue
         if not model.calls:
-            raise Hint(f"your loss never called the model it was given{where}: compute the logits with "
-                       "model(src, decoder_input), not with a model from the notebook")
+            raise Hint(
+                f"your loss never called the model it was given{where}: compute the logits with "
+                "model(src, decoder_input), not with a model from the notebook"
+            )
         if _swapped(model.calls, tgt):
             raise Hint("model called with its arguments swapped: it takes model(src, decoder_input)")
         if not np.isfinite(value):
             raise Hint(f"your loss is {value}{where}: a mean over zero tokens, or the log of 0?")
-        for candidate, hint in _loss_candidates(model, src, tgt, pad, eos):
+        for candidate, message in _loss_candidates(model, src, tgt, pad, eos):
             if np.isclose(value, candidate, rtol=1e-4, atol=1e-6):
-                raise Hint(hint)
-        raise Hint(f"{where.strip()} your loss is {value:.4f}, expected {ref:.4f}: the mean cross-entropy of "
-                   "model(src, tgt[:, :-1]) against tgt[:, 1:], over the tokens that are not pad_id")
-    return "mean cross-entropy of the next token, padding ignored — on 4 vocabularies, batches of 1 to 5, " \
-           "and a Seq2SeqTransformer"
+                raise Hint(message)
+        raise Hint(
+            f"{where.strip()} your loss is {value:.4f}, expected {ref:.4f}: the mean cross-entropy of "
+            "model(src, tgt[:, :-1]) against tgt[:, 1:], over the tokens that are not pad_id"
+        )
+    return (
+        "mean cross-entropy of the next token, padding ignored — on 4 vocabularies, batches of 1 to 5, "
+        "and a Seq2SeqTransformer"
+    )
 
 
 # ---------------------------------------------------------------- 3. exact match and token accuracy
+
 
 def _accuracy_cases() -> list[tuple[Tensor, Tensor, int]]:
     """(pred, gold, pad_id); the first is the hand-made batch that tells every mistake apart."""
     gold_a = torch.tensor([[1, 2, 3, 4, 9], [5, 9, 7, 7, 7], [3, 3, 9, 7, 7], [2, 9, 7, 7, 7]])
     pred_a = torch.tensor([[1, 2, 3, 4, 9], [5, 9, 1, 2, 3], [3, 4, 9, 9, 7], [2, 8, 7, 7, 7]])
-    gold_b, pred_b = torch.tensor([[4, 6, 8, 0, 0]]), torch.tensor([[4, 6, 8, 8, 1]])   # batch 1, right
-    gold_c = encode_targets(np.array([1160, 10, 0]), 3)[:, 1:]                          # the notebook's ids
+    gold_b, pred_b = torch.tensor([[4, 6, 8, 0, 0]]), torch.tensor([[4, 6, 8, 8, 1]])  # batch 1, right
+    gold_c = encode_targets(np.array([1160, 10, 0]), 3)[:, 1:]  # the notebook's ids
     pred_c = torch.tensor([[1, 1, 6, 0, EOS], [1, 0, EOS, EOS, 3], [1, EOS, PAD, PAD, PAD]])
     gen = torch.Generator().manual_seed(31)
     lengths = torch.tensor([6, 2, 4, 1, 5, 3, 6])
@@ -316,7 +377,7 @@ def _number(x, what: str, batch: int, n_pos: int) -> float:
 def check_accuracies(fn: Callable) -> str:
     """`fn(pred, gold, pad_id)` -> (exact_match, token_accuracy), two numbers in [0, 1]."""
     signature = "my_accuracies(pred, gold, pad_id)"
-    for i, (pred, gold, pad) in enumerate(_accuracy_cases()):
+    for pred, gold, pad in _accuracy_cases():
         batch, n_pos = gold.shape
         where = f" on a batch of {batch} padded with {pad}"
         p, g = pred.clone(), gold.clone()
@@ -339,67 +400,113 @@ def check_accuracies(fn: Callable) -> str:
         if not ok_token:
             pad_hint = " (the pad_id argument: these batches pad with other ids than the notebook's 13)"
             per_row = (right & real).sum(1).double() / real.sum(1)
-            wrong = [
-                (right.double().mean(), "padding counted in the token accuracy: score only positions where "
-                                        "gold is not pad_id" + pad_hint),
-                (per_row.mean(), "you averaged each row's accuracy, then the rows: a short answer's tokens then "
-                                 "weigh more; divide the number of right real tokens by the number of real tokens"),
-                ((right & (pred != pad)).sum() / (pred != pad).sum(),
-                 "the padding mask comes from pred: take it from gold (gold != pad_id), the true answer"),
+            wrong: list[tuple[Any, str]] = [
+                (
+                    right.double().mean(),
+                    "padding counted in the token accuracy: score only positions where gold is not pad_id" + pad_hint,
+                ),
+                (
+                    per_row.mean(),
+                    "you averaged each row's accuracy, then the rows: a short answer's tokens then "
+                    "weigh more; divide the number of right real tokens by the number of real tokens",
+                ),
+                (
+                    (right & (pred != pad)).sum() / (pred != pad).sum(),
+                    "the padding mask comes from pred: take it from gold (gold != pad_id), the true answer",
+                ),
                 ((right & real).sum(), "you return the number of right tokens: divide by the number of real tokens"),
-                ((right & real).sum() // real.sum(), "integer division: // rounds down to 0 — use / "
-                                                     "(on a float, e.g. .float() or .sum().item())"),
+                (
+                    (right & real).sum() // real.sum(),
+                    "integer division: // rounds down to 0 — use / (on a float, e.g. .float() or .sum().item())",
+                ),
                 (ref_token * 100, "you return percentages: return shares between 0 and 1"),
                 (ref_exact, "your token accuracy is the exact match: count right tokens, not right rows"),
             ]
         else:
             wrong = [
-                (right.all(1).double().mean(), "padding counted in the exact match: a row is right when every "
-                 "position where gold is not pad_id is right — ((pred == gold) | (gold == pad_id)).all(dim=1)"),
-                (ref_token, "your exact match is per token: it asks whether a whole row is right "
-                            "(.all over its positions), then takes the share of such rows"),
-                ((right & real).any(1).double().mean(), "a row is exactly right only if every real token is right: "
-                                                         "use .all, not .any"),
-                ((right | ~real).all(0).double().mean(), "exact match over the wrong axis: .all(dim=1) — over each "
-                                                          "row's positions — then the mean over the rows"),
+                (
+                    right.all(1).double().mean(),
+                    "padding counted in the exact match: a row is right when every "
+                    "position where gold is not pad_id is right — ((pred == gold) | (gold == pad_id)).all(dim=1)",
+                ),
+                (
+                    ref_token,
+                    "your exact match is per token: it asks whether a whole row is right "
+                    "(.all over its positions), then takes the share of such rows",
+                ),
+                (
+                    (right & real).any(1).double().mean(),
+                    "a row is exactly right only if every real token is right: use .all, not .any",
+                ),
+                (
+                    (right | ~real).all(0).double().mean(),
+                    "exact match over the wrong axis: .all(dim=1) — over each "
+                    "row's positions — then the mean over the rows",
+                ),
                 ((right | ~real).all(1).sum(), "you return the number of right rows: divide by the number of rows"),
-                ((right | ~real).all(1).sum() // batch, "integer division: // rounds down to 0 — use / "
-                                                         "(on a float, e.g. .float().mean())"),
+                (
+                    (right | ~real).all(1).sum() // batch,
+                    "integer division: // rounds down to 0 — use / (on a float, e.g. .float().mean())",
+                ),
             ]
         value = token if not ok_token else exact
-        for candidate, hint in wrong:
+        for candidate, message in wrong:
             candidate = float(candidate)
             if np.isfinite(candidate) and np.isclose(value, candidate):
-                raise Hint(hint)
+                raise Hint(message)
         what, ref = ("token_accuracy", ref_token) if not ok_token else ("exact_match", ref_exact)
-        raise Hint(f"{where.strip()} your {what} is {value:.4g}, expected {ref:.4g}: "
-                   + ("right real tokens / real tokens (real: gold != pad_id)" if what == "token_accuracy"
-                      else "the share of rows whose every real token is right"))
+        raise Hint(
+            f"{where.strip()} your {what} is {value:.4g}, expected {ref:.4g}: "
+            + (
+                "right real tokens / real tokens (real: gold != pad_id)"
+                if what == "token_accuracy"
+                else "the share of rows whose every real token is right"
+            )
+        )
     return "exact match and token accuracy on 4 batches (1 to 7 rows, padding ignored)"
 
 
 # ---------------------------------------------------------------- 4. greedy decoding
 
-def _greedy_cases() -> list[tuple[str, Callable[[], Optional[nn.Module]], Tensor, int, int, int]]:
+
+def _greedy_cases() -> list[tuple[str, Callable[[], Any], Tensor, int, int, int]]:  # recording toy models
     """(name, model builder, src, bos_id, eos_id, max_steps); a builder may give None (skipped)."""
+
     def ids(high: int, shape: tuple[int, int], seed: int) -> Tensor:
         return torch.randint(0, high, shape, generator=torch.Generator().manual_seed(seed))
 
     src_b, _ = sums([(5, 5), (663, 497), (0, 0), (999, 999), (45, 55)])
     # Seeds picked so that rows end at different steps and some never do (tests/test_adder_checks.py).
     return [
-        ("a batch of 4 (vocabulary 11, bos_id 9, eos_id 10, max_steps 7)", lambda: ToySeq2Seq(11, seed=96),
-         ids(9, (4, 4), 41), 9, 10, 7),
-        ("the committed adder on 5+5, 663+497, 0+0, 999+999, 45+55 (max_steps 5)", committed_adder,
-         src_b, BOS, EOS, 5),
-        ("a batch of 1 (vocabulary 7, bos_id 0, eos_id 6, max_steps 5)", lambda: ToySeq2Seq(7, seed=15),
-         ids(7, (1, 3), 44), 0, 6, 5),
-        ("a batch of 3 (vocabulary 13, bos_id 3, eos_id 0, max_steps 9)", lambda: ToySeq2Seq(13, seed=15),
-         ids(13, (3, 5), 43), 3, 0, 9),
+        (
+            "a batch of 4 (vocabulary 11, bos_id 9, eos_id 10, max_steps 7)",
+            lambda: ToySeq2Seq(11, seed=96),
+            ids(9, (4, 4), 41),
+            9,
+            10,
+            7,
+        ),
+        ("the committed adder on 5+5, 663+497, 0+0, 999+999, 45+55 (max_steps 5)", committed_adder, src_b, BOS, EOS, 5),
+        (
+            "a batch of 1 (vocabulary 7, bos_id 0, eos_id 6, max_steps 5)",
+            lambda: ToySeq2Seq(7, seed=15),
+            ids(7, (1, 3), 44),
+            0,
+            6,
+            5,
+        ),
+        (
+            "a batch of 3 (vocabulary 13, bos_id 3, eos_id 0, max_steps 9)",
+            lambda: ToySeq2Seq(13, seed=15),
+            ids(13, (3, 5), 43),
+            3,
+            0,
+            9,
+        ),
     ]
 
 
-def _reference_greedy(model: nn.Module, src: Tensor, bos: int, n_steps: int, mode: str = "right") -> Tensor:
+def _reference_greedy(model: Any, src: Tensor, bos: int, n_steps: int, mode: str = "right") -> Tensor:
     """Greedy decoding, or one of its common mistakes (mode), with the model's unrecorded forward."""
     with torch.no_grad():
         fed = torch.full((src.size(0), 1), bos, dtype=torch.long)
@@ -425,8 +532,7 @@ def _first_eos(row: Tensor, eos: int) -> int:
     return int(hits[0]) + 1 if len(hits) else len(row)
 
 
-@checker("greedy_decoding", "02-greedy", "my_greedy",
-         references=("attnkit.adder.model:Seq2SeqTransformer.greedy",))
+@checker("greedy_decoding", "02-greedy", "my_greedy", references=("attnkit.adder.model:Seq2SeqTransformer.greedy",))
 def check_greedy(fn: Callable) -> str:
     """`fn(model, src, bos_id, eos_id, max_steps)` -> (batch, n) token ids after <s>, n <= max_steps,
     each the argmax of model(src, <s> + the tokens before it)[:, -1]; it may stop once every row has
@@ -447,17 +553,23 @@ def check_greedy(fn: Callable) -> str:
         except Hint as hint:
             text = str(hint)
             if "AttributeError" in text and ("ToySeq2Seq" in text or "Recording" in text):
-                raise Hint(f"{text} — this model only has model(src, tgt) -> logits (no .greedy, .cfg, "
-                           ".encode): write the loop yourself") from None
+                raise Hint(
+                    f"{text} — this model only has model(src, tgt) -> logits (no .greedy, .cfg, "
+                    ".encode): write the loop yourself"
+                ) from None
             if "rows but the decoder input has" in text or "must match the size" in text:
-                raise Hint(f"{text} — the decoder input must be built from src's batch: <s> and the model's "
-                           "own tokens (teacher-forced targets or a variable from the notebook?)") from None
+                raise Hint(
+                    f"{text} — the decoder input must be built from src's batch: <s> and the model's "
+                    "own tokens (teacher-forced targets or a variable from the notebook?)"
+                ) from None
             if "decoder input has" in text and "positions, more than" in text:
                 raise Hint(f"{text} — did you decode more than max_steps tokens, or not stop at max_steps?") from None
             raise
         if isinstance(result, (list, tuple)) and result and all(isinstance(t, Tensor) for t in result):
-            raise Hint(f"you returned a {type(result).__name__} of tensors: join them into one (batch, steps) "
-                       "tensor, e.g. torch.cat(tokens, dim=1)")
+            raise Hint(
+                f"you returned a {type(result).__name__} of tensors: join them into one (batch, steps) "
+                "tensor, e.g. torch.cat(tokens, dim=1)"
+            )
         out = _ids_tensor(result, "output")
         if out.dim() == 3 and out.size(-1) == 1:
             raise Hint(f"your output has shape {tuple(out.shape)}: return (batch, steps) — squeeze the last axis")
@@ -479,8 +591,10 @@ def check_greedy(fn: Callable) -> str:
         for first, second in model.calls:
             if (second[:, 0] != bos).any():
                 if all(fed.size(1) == 1 for _, fed in model.calls):
-                    raise Hint("you fed the decoder only the newest token: feed the whole sequence so far, <s> "
-                               "and every token written (the kit's key/value cache is what lets it skip that)")
+                    raise Hint(
+                        "you fed the decoder only the newest token: feed the whole sequence so far, <s> "
+                        "and every token written (the kit's key/value cache is what lets it skip that)"
+                    )
                 if (first[:, 0] == bos).all() and first.size(0) == batch:
                     raise Hint("model called with its arguments swapped: it takes model(src, decoder_input)")
                 raise Hint("the decoder input must start with <s> (bos_id), then the tokens written so far")
@@ -489,8 +603,10 @@ def check_greedy(fn: Callable) -> str:
         with torch.no_grad():
             vocab = model.logits(src[:1], torch.full((1, 1), bos, dtype=torch.long)).size(-1)
         if (out < 0).any() or (out >= vocab).any():
-            raise Hint("your output holds ids outside the vocabulary: return token ids, the argmax over the "
-                       "vocabulary (dim=-1), not positions or scores")
+            raise Hint(
+                "your output holds ids outside the vocabulary: return token ids, the argmax over the "
+                "vocabulary (dim=-1), not positions or scores"
+            )
 
         # Each checked token must be the argmax given <s> and the learner's own earlier tokens.
         with torch.no_grad():
@@ -498,30 +614,43 @@ def check_greedy(fn: Callable) -> str:
             best = model.logits(src, fed).argmax(-1)
         ends = [_first_eos(out[r], eos) for r in range(batch)]
         for r in range(batch):
-            wrong = (out[r, :ends[r]] != best[r, :ends[r]]).nonzero()
+            wrong = (out[r, : ends[r]] != best[r, : ends[r]]).nonzero()
             if not len(wrong):
                 continue
             t = int(wrong[0])
             if (out[:, 0] == bos).all():
                 raise Hint("your output starts with <s>: return only the generated tokens (drop column 0)")
             mistakes = [
-                ("bos_only", "every step gives the same token: append each step's argmax to the decoder input "
-                             "and read the logits of the last position, logits[:, -1]"),
-                ("newest_only", "you fed the decoder only the newest token: feed the whole sequence so far, "
-                                "<s> and every token written (the kit's key/value cache is what lets it skip that)"),
-                ("positions", "argmax over the wrong axis: take the last position's logits, logits[:, -1] "
-                              "(batch, vocab), and their argmax over the vocabulary, dim=-1"),
+                (
+                    "bos_only",
+                    "every step gives the same token: append each step's argmax to the decoder input "
+                    "and read the logits of the last position, logits[:, -1]",
+                ),
+                (
+                    "newest_only",
+                    "you fed the decoder only the newest token: feed the whole sequence so far, "
+                    "<s> and every token written (the kit's key/value cache is what lets it skip that)",
+                ),
+                (
+                    "positions",
+                    "argmax over the wrong axis: take the last position's logits, logits[:, -1] "
+                    "(batch, vocab), and their argmax over the vocabulary, dim=-1",
+                ),
             ]
-            for mode, hint in mistakes:
+            for mode, message in mistakes:
                 candidate = _reference_greedy(model, src, bos, n, mode)
-                if _same(out[r, :ends[r]], candidate[r, :ends[r]]):
-                    raise Hint(hint)
-            if len(set(out[r, :ends[r]].tolist())) == 1 and ends[r] > 2:
-                raise Hint("every step gives the same token: append each step's argmax to the decoder input "
-                           "and read the logits of the last position, logits[:, -1]")
-            raise Hint(f"{where.strip()}, row {r}, step {t}: you wrote {int(out[r, t])}, but given <s> and your "
-                       f"earlier tokens the model's last-position logits peak at {int(best[r, t])} — each step "
-                       "appends argmax(logits[:, -1], dim=-1), no sampling")
+                if _same(out[r, : ends[r]], candidate[r, : ends[r]]):
+                    raise Hint(message)
+            if len(set(out[r, : ends[r]].tolist())) == 1 and ends[r] > 2:
+                raise Hint(
+                    "every step gives the same token: append each step's argmax to the decoder input "
+                    "and read the logits of the last position, logits[:, -1]"
+                )
+            raise Hint(
+                f"{where.strip()}, row {r}, step {t}: you wrote {int(out[r, t])}, but given <s> and your "
+                f"earlier tokens the model's last-position logits peak at {int(best[r, t])} — each step "
+                "appends argmax(logits[:, -1], dim=-1), no sampling"
+            )
 
         # Long enough: every row until its </s>, or max_steps tokens.
         unfinished = [r for r in range(batch) if eos not in out[r].tolist()]
@@ -530,10 +659,16 @@ def check_greedy(fn: Callable) -> str:
             first_end = min((ends[k] for k in range(batch) if out[k, ends[k] - 1] == eos), default=None)
             if first_end == n:  # the first </s> of any row came at the last step
                 k = next(k for k in range(batch) if ends[k] == n and out[k, n - 1] == eos)
-                raise Hint(f"you stopped when row {k} wrote </s>, but row {r} had not finished: "
-                           "keep a per-row flag (finished |= token == eos_id) and stop only when every row "
-                           "has finished, or after max_steps tokens")
-            raise Hint(f"you returned {n} tokens per row{where}, but row {r} has not written </s>: decode "
-                       f"until every row has, or max_steps = {max_steps} tokens (off by one in the loop?)")
-    return (f"matches greedy decoding on {n_cases} models (toy ones and the committed adder), batches of 1 to 5, "
-            "rows ending at different steps")
+                raise Hint(
+                    f"you stopped when row {k} wrote </s>, but row {r} had not finished: "
+                    "keep a per-row flag (finished |= token == eos_id) and stop only when every row "
+                    "has finished, or after max_steps tokens"
+                )
+            raise Hint(
+                f"you returned {n} tokens per row{where}, but row {r} has not written </s>: decode "
+                f"until every row has, or max_steps = {max_steps} tokens (off by one in the loop?)"
+            )
+    return (
+        f"matches greedy decoding on {n_cases} models (toy ones and the committed adder), batches of 1 to 5, "
+        "rows ending at different steps"
+    )

@@ -9,12 +9,14 @@ hint too (the shared machinery is in checking.py).
     >>> checks.check_causal_mask(my_causal_mask)
     ✅ causal_mask: passed — matches the reference for 1, 4, 7 and 13 positions
 """
+
 from __future__ import annotations
 
 import functools
 import inspect
 import math
-from typing import Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -22,18 +24,35 @@ from torch import Tensor, nn
 from ..core.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
 from .checking import GENERAL_ADVICE, Hint, as_tensor, call, checker, close, max_diff, randn
 
-
 # Common exception messages and what they usually mean in a learner's attention code.
 ATTENTION_ADVICE = GENERAL_ADVICE + (
-    ("NoneType", "something is None: an argument that may be None (mask=None means 'no mask': guard it with "
-                 "`if mask is not None`), or a function of yours that forgot to `return`"),
-    ("object has no attribute", "arguments in the wrong order, or a list/number where a tensor is expected? check the exercise's signature"),
-    ("shapes cannot be multiplied", "a matrix product with the wrong axes: with batch and head axes, transpose with "
-                                    "k.transpose(-2, -1) (k.T reverses every axis) and index axes from the end"),
-    ("must match the size of tensor", "axes do not line up: with batch and head axes, transpose with k.transpose(-2, -1) "
-                                      "(k.T reverses every axis), index axes from the end, and do not use the notebook's globals"),
-    ("shape '[", "a reshape to a fixed or wrong size: take every size from the input's .shape, not from the notebook's globals"),
-    ("is invalid for input of size", "a reshape to a fixed or wrong size: take every size from the input's .shape, not from the notebook's globals"),
+    (
+        "NoneType",
+        "something is None: an argument that may be None (mask=None means 'no mask': guard it with "
+        "`if mask is not None`), or a function of yours that forgot to `return`",
+    ),
+    (
+        "object has no attribute",
+        "arguments in the wrong order, or a list/number where a tensor is expected? check the exercise's signature",
+    ),
+    (
+        "shapes cannot be multiplied",
+        "a matrix product with the wrong axes: with batch and head axes, transpose with "
+        "k.transpose(-2, -1) (k.T reverses every axis) and index axes from the end",
+    ),
+    (
+        "must match the size of tensor",
+        "axes do not line up: with batch and head axes, transpose with k.transpose(-2, -1) "
+        "(k.T reverses every axis), index axes from the end, and do not use the notebook's globals",
+    ),
+    (
+        "shape '[",
+        "a reshape to a fixed or wrong size: take every size from the input's .shape, not from the notebook's globals",
+    ),
+    (
+        "is invalid for input of size",
+        "a reshape to a fixed or wrong size: take every size from the input's .shape, not from the notebook's globals",
+    ),
 )
 # notebook 01's learner code is attention code: its exceptions get the attention advice too
 _call = functools.partial(call, advice=ATTENTION_ADVICE)
@@ -41,7 +60,8 @@ _call = functools.partial(call, advice=ATTENTION_ADVICE)
 
 # ---------------------------------------------------------------- scaled dot-product attention
 
-def _fitted_scale(weights: Tensor, scores: Tensor) -> Optional[float]:
+
+def _fitted_scale(weights: Tensor, scores: Tensor) -> float | None:
     """The s with softmax(s · scores) == weights, if there is one (from the log-weights' slope)."""
     if not (weights > 0).all():
         return None
@@ -52,7 +72,7 @@ def _fitted_scale(weights: Tensor, scores: Tensor) -> Optional[float]:
     return s if close(weights, (scores * s).softmax(-1)) else None
 
 
-def _diagnose_weights(w: Tensor, q: Tensor, k: Tensor, mask: Optional[Tensor], ref_w: Tensor) -> None:
+def _diagnose_weights(w: Tensor, q: Tensor, k: Tensor, mask: Tensor | None, ref_w: Tensor) -> None:
     """Raise the hint that names the learner's mistake in `w` (already the right shape)."""
     d_head = q.size(-1)
     scores = q @ k.transpose(-2, -1)
@@ -61,45 +81,65 @@ def _diagnose_weights(w: Tensor, q: Tensor, k: Tensor, mask: Optional[Tensor], r
         if close(w.double().sum(-2), torch.ones_like(w.double().sum(-2))):
             raise Hint("the columns of your weights sum to 1, not the rows: softmax over the key axis, dim=-1")
         if close(rows, torch.full_like(rows, 1 / math.sqrt(d_head))):
-            raise Hint("each row sums to 1/sqrt(d_head): you divided after the softmax — scale the scores "
-                       "before it, softmax(q @ kᵀ / sqrt(d_head))")
-        raise Hint(f"rows of your weights sum to {rows.min().item():.3g}..{rows.max().item():.3g}, not 1: "
-                   "the weights are softmax(scores, dim=-1), each row a distribution over the keys")
+            raise Hint(
+                "each row sums to 1/sqrt(d_head): you divided after the softmax — scale the scores "
+                "before it, softmax(q @ kᵀ / sqrt(d_head))"
+            )
+        raise Hint(
+            f"rows of your weights sum to {rows.min().item():.3g}..{rows.max().item():.3g}, not 1: "
+            "the weights are softmax(scores, dim=-1), each row a distribution over the keys"
+        )
     if mask is None:
         s = _fitted_scale(w, scores)
         if s is not None:
-            named = {1.0: "scores not scaled: divide q @ kᵀ by sqrt(d_head)",
-                     1 / d_head: "scores divided by d_head: the scale is 1/sqrt(d_head), not 1/d_head",
-                     math.sqrt(d_head): "scores multiplied by sqrt(d_head): divide by it instead"}
+            named = {
+                1.0: "scores not scaled: divide q @ kᵀ by sqrt(d_head)",
+                1 / d_head: "scores divided by d_head: the scale is 1/sqrt(d_head), not 1/d_head",
+                math.sqrt(d_head): "scores multiplied by sqrt(d_head): divide by it instead",
+            }
             for scale, hint in named.items():
                 if math.isclose(s, scale, rel_tol=1e-3):
                     raise Hint(hint)
-            raise Hint(f"your scores are scaled by {s:.4g}, the checker's d_head is {d_head} (scale "
-                       f"{1 / math.sqrt(d_head):.4g}): take d_head from the input, math.sqrt(q.size(-1)), not "
-                       "from a fixed number, the notebook's globals or v's width")
-        raise Hint(f"your weights differ from softmax(q @ kᵀ / sqrt(d_head), dim=-1) ({max_diff(w, ref_w)}): "
-                   "compute the scores as q @ k.transpose(-2, -1)")
+            raise Hint(
+                f"your scores are scaled by {s:.4g}, the checker's d_head is {d_head} (scale "
+                f"{1 / math.sqrt(d_head):.4g}): take d_head from the input, math.sqrt(q.size(-1)), not "
+                "from a fixed number, the notebook's globals or v's width"
+            )
+        raise Hint(
+            f"your weights differ from softmax(q @ kᵀ / sqrt(d_head), dim=-1) ({max_diff(w, ref_w)}): "
+            "compute the scores as q @ k.transpose(-2, -1)"
+        )
     # With a mask.
     full = mask.expand(w.shape)
     if close(w, scaled_dot_product_attention(q, k, k, ~mask)[1]):
-        raise Hint("mask inverted: True means 'may attend', so fill the scores where the mask is False "
-                   "(scores.masked_fill(~mask, ...))")
+        raise Hint(
+            "mask inverted: True means 'may attend', so fill the scores where the mask is False "
+            "(scores.masked_fill(~mask, ...))"
+        )
     if close(w, scaled_dot_product_attention(q, k, k)[1]):
         raise Hint("your mask is ignored: the weights are the same as with no mask")
     blocked = w.masked_select(~full)
     if blocked.numel() and blocked.abs().max() > 1e-6:
-        raise Hint("weights at masked positions are not zero: before the softmax, fill the masked scores with a "
-                   "very negative number, scores.masked_fill(~mask, torch.finfo(scores.dtype).min) "
-                   "(filling with 0 still leaves exp(0) = 1)")
+        raise Hint(
+            "weights at masked positions are not zero: before the softmax, fill the masked scores with a "
+            "very negative number, scores.masked_fill(~mask, torch.finfo(scores.dtype).min) "
+            "(filling with 0 still leaves exp(0) = 1)"
+        )
     rows = w.double().sum(-1)
     if not close(rows, torch.ones_like(rows)):
-        raise Hint("masked after the softmax? masked weights are zero but the rows no longer sum to 1 — "
-                   "fill the masked scores before the softmax instead")
+        raise Hint(
+            "masked after the softmax? masked weights are zero but the rows no longer sum to 1 — "
+            "fill the masked scores before the softmax instead"
+        )
     raise Hint(f"with a mask your weights differ from the reference ({max_diff(w, ref_w)})")
 
 
-@checker("scaled_dot_product_attention", "01-attention", "my_attention",
-         references=("attnkit.core.attention:scaled_dot_product_attention",))
+@checker(
+    "scaled_dot_product_attention",
+    "01-attention",
+    "my_attention",
+    references=("attnkit.core.attention:scaled_dot_product_attention",),
+)
 def check_scaled_dot_product_attention(fn: Callable) -> str:
     """`fn(q, k, v, mask=None) -> (output, weights)`, mask bool with True = may attend."""
     # 4-D (batch, heads, pos, d_head) with d_head 16; 2-D with d_head 9 (a hard-coded scale of 4 shows);
@@ -107,23 +147,32 @@ def check_scaled_dot_product_attention(fn: Callable) -> str:
     cases = [((2, 3), 4, 5, 16, 6), ((), 3, 7, 9, 5), ((1,), 1, 6, 10, 3)]
     for case, (lead, q_pos, k_pos, d_head, d_v) in enumerate(cases):
         seed = 10 * case
-        q, k, v = (randn(*lead, q_pos, d_head, seed=seed), randn(*lead, k_pos, d_head, seed=seed + 1),
-                   randn(*lead, k_pos, d_v, seed=seed + 2))
+        q, k, v = (
+            randn(*lead, q_pos, d_head, seed=seed),
+            randn(*lead, k_pos, d_head, seed=seed + 1),
+            randn(*lead, k_pos, d_v, seed=seed + 2),
+        )
         where = f" ({len(lead) + 2}-D inputs, q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
         out_names = "(..., q_pos, d_v)"
         w_shape = (*lead, q_pos, k_pos)
 
-        def run(mask: Optional[Tensor], context: str, nan_hint: str) -> tuple[Tensor, Tensor]:
+        def run(mask: Tensor | None, context: str, nan_hint: str) -> tuple[Tensor, Tensor]:
             args = (q.clone(), k.clone(), v.clone()) + (() if mask is None else (mask.clone(),))
             result = _call(fn, *args, context=context + where + ")")
             if not (isinstance(result, tuple) and len(result) == 2):
                 raise Hint("return a pair (output, weights): the attended values and the attention weights")
             out, w = result
             if isinstance(w, Tensor) and tuple(w.shape) == (*lead, k_pos, q_pos):
-                raise Hint(f"your weights are (..., k_pos, q_pos) = {tuple(w.shape)}: q and k swapped? "
-                           "the scores are q @ k.transpose(-2, -1), one row per query")
-            if isinstance(out, Tensor) and tuple(out.shape) == (*lead, q_pos, k_pos) and \
-                    isinstance(w, Tensor) and tuple(w.shape) == (*lead, q_pos, d_v):
+                raise Hint(
+                    f"your weights are (..., k_pos, q_pos) = {tuple(w.shape)}: q and k swapped? "
+                    "the scores are q @ k.transpose(-2, -1), one row per query"
+                )
+            if (
+                isinstance(out, Tensor)
+                and tuple(out.shape) == (*lead, q_pos, k_pos)
+                and isinstance(w, Tensor)
+                and tuple(w.shape) == (*lead, q_pos, d_v)
+            ):
                 raise Hint("output and weights swapped: return (output, weights), in that order")
             w = as_tensor(w, "weights" + where + ")", w_shape, "(..., q_pos, k_pos)")
             out = as_tensor(out, "output" + where + ")", (*lead, q_pos, d_v), out_names)
@@ -131,8 +180,10 @@ def check_scaled_dot_product_attention(fn: Callable) -> str:
                 raise Hint(nan_hint)
             again = _call(fn, *args, context=context + where + ")")
             if isinstance(again, tuple) and isinstance(again[1], Tensor) and not torch.equal(again[1], w):
-                raise Hint("your function gives different weights for the same input: dropout left on? "
-                           "F.dropout defaults to training=True; leave dropout out here")
+                raise Hint(
+                    "your function gives different weights for the same input: dropout left on? "
+                    "F.dropout defaults to training=True; leave dropout out here"
+                )
             return out, w
 
         # 1. No mask: the softmax axis and the scale.
@@ -151,31 +202,42 @@ def check_scaled_dot_product_attention(fn: Callable) -> str:
         if not close(w, ref_w):
             _diagnose_weights(w, q, k, mask, ref_w)
         if not close(out, ref_out):
-            raise Hint(f"with a mask your weights are right but the output is not weights @ v ({max_diff(out, ref_out)})")
+            raise Hint(
+                f"with a mask your weights are right but the output is not weights @ v ({max_diff(out, ref_out)})"
+            )
 
         # 3. A fully masked row: zeros, never NaN.
         mask[..., 0, :] = False
-        out, w = run(mask, " with a fully masked row",
-                     "NaN in the output for a query whose keys are all masked: a softmax over a row of -inf is "
-                     "0/0, and NaN × 0 is still NaN — fill with torch.finfo(scores.dtype).min instead of -inf "
-                     "(or clean up with torch.nan_to_num), then zero the rows with no key: "
-                     "weights * mask.any(-1, keepdim=True)")
+        out, w = run(
+            mask,
+            " with a fully masked row",
+            "NaN in the output for a query whose keys are all masked: a softmax over a row of -inf is "
+            "0/0, and NaN × 0 is still NaN — fill with torch.finfo(scores.dtype).min instead of -inf "
+            "(or clean up with torch.nan_to_num), then zero the rows with no key: "
+            "weights * mask.any(-1, keepdim=True)",
+        )
         ref_out, ref_w = scaled_dot_product_attention(q, k, v, mask)
         if not (close(w, ref_w) and close(out, ref_out)):
             row = w[..., 0, :]
             if torch.allclose(row, torch.full_like(row, 1 / k_pos)):
-                raise Hint("your fully masked row attends evenly to every key: a query whose keys are all masked "
-                           "should get zero weights and a zero output — multiply the weights by "
-                           "mask.any(-1, keepdim=True)")
-            raise Hint("a fully masked row should give zero weights and a zero output, and other rows stay as they were")
-    return ("matches attnkit's reference on 4-D, 2-D and batch-1 inputs, with no mask, a mask "
-            "and a fully masked row (zeros, no NaN)")
+                raise Hint(
+                    "your fully masked row attends evenly to every key: a query whose keys are all masked "
+                    "should get zero weights and a zero output — multiply the weights by "
+                    "mask.any(-1, keepdim=True)"
+                )
+            raise Hint(
+                "a fully masked row should give zero weights and a zero output, and other rows stay as they were"
+            )
+    return (
+        "matches attnkit's reference on 4-D, 2-D and batch-1 inputs, with no mask, a mask "
+        "and a fully masked row (zeros, no NaN)"
+    )
 
 
 # ---------------------------------------------------------------- causal mask
 
-@checker("causal_mask", "01-causal-mask", "my_causal_mask",
-         references=("attnkit.core.attention:causal_mask",))
+
+@checker("causal_mask", "01-causal-mask", "my_causal_mask", references=("attnkit.core.attention:causal_mask",))
 def check_causal_mask(fn: Callable) -> str:
     """`fn(n_pos) -> (n_pos, n_pos)` bool, True = may attend."""
     for n in (4, 1, 7, 13):  # 4 first: large enough to tell every wrong triangle apart; 13 > any small buffer
@@ -184,27 +246,29 @@ def check_causal_mask(fn: Callable) -> str:
         if mask.dtype != torch.bool:
             if mask.is_floating_point() and torch.isinf(mask).any():
                 raise Hint("return a bool mask (True = may attend), not an additive mask of 0 and -inf")
-            raise Hint(f"your mask has dtype {mask.dtype}: return a bool tensor (True = may attend), e.g. "
-                       "torch.ones(n_pos, n_pos, dtype=torch.bool).tril()")
+            raise Hint(
+                f"your mask has dtype {mask.dtype}: return a bool tensor (True = may attend), e.g. "
+                "torch.ones(n_pos, n_pos, dtype=torch.bool).tril()"
+            )
         if torch.equal(mask, ref):
             continue
         ones = torch.ones(n, n, dtype=torch.bool)
         wrong = {
-            "upper triangle: position i would see the positions after it; keep the lower triangle (tril)":
-                ones.triu(),
-            "off by one — the diagonal is excluded: position i may attend to itself too (tril(), not tril(-1))":
-                ones.tril(-1),
-            "mask inverted: True must mean 'may attend', and you marked the positions to block":
-                ones.triu(1),
-            "off by one: position i may not see position i+1 (tril(), not tril(1))":
-                ones.tril(1),
+            "upper triangle: position i would see the positions after it; keep the lower triangle (tril)": ones.triu(),
+            (
+                "off by one — the diagonal is excluded: position i may attend to itself too (tril(), not tril(-1))"
+            ): ones.tril(-1),
+            "mask inverted: True must mean 'may attend', and you marked the positions to block": ones.triu(1),
+            "off by one: position i may not see position i+1 (tril(), not tril(1))": ones.tril(1),
         }
         for hint, candidate in wrong.items():
             if torch.equal(mask, candidate):
                 raise Hint(hint)
         i, j = (mask != ref).nonzero()[0].tolist()
-        raise Hint(f"for n_pos={n}, mask[{i}, {j}] should be {bool(ref[i, j])}: row i is True at keys 0..i and "
-                   "False after — build it for the n_pos asked, not from a fixed-size buffer")
+        raise Hint(
+            f"for n_pos={n}, mask[{i}, {j}] should be {bool(ref[i, j])}: row i is True at keys 0..i and "
+            "False after — build it for the n_pos asked, not from a fixed-size buffer"
+        )
     return "matches the reference for 1, 4, 7 and 13 positions"
 
 
@@ -214,8 +278,12 @@ def check_causal_mask(fn: Callable) -> str:
 _HEAD_CASES = [(2, 5, 3, 4), (1, 7, 5, 3), (3, 2, 1, 6)]
 
 
-@checker("split_heads", "01-split-heads", "my_split_heads",
-         references=("attnkit.core.attention:MultiHeadAttention.split_heads",))
+@checker(
+    "split_heads",
+    "01-split-heads",
+    "my_split_heads",
+    references=("attnkit.core.attention:MultiHeadAttention.split_heads",),
+)
 def check_split_heads(fn: Callable) -> str:
     """`fn(x, n_heads)`: (batch, pos, d_model) -> (batch, heads, pos, d_head)."""
     for batch, n_pos, n_heads, d_head in _HEAD_CASES:
@@ -224,20 +292,30 @@ def check_split_heads(fn: Callable) -> str:
         context = f" for x of shape {tuple(x.shape)}, n_heads={n_heads}"
         out = _call(fn, x.clone(), n_heads, context=context)
         if isinstance(out, Tensor) and tuple(out.shape) == (batch, n_pos, n_heads, d_head) != expected:
-            raise Hint(f"your output has shape {tuple(out.shape)}, expected {expected} = (batch, heads, pos, d_head): "
-                       "forgot transpose(1, 2) after the view?")
+            raise Hint(
+                f"your output has shape {tuple(out.shape)}, expected {expected} = (batch, heads, pos, d_head): "
+                "forgot transpose(1, 2) after the view?"
+            )
         out = as_tensor(out, "output" + context, expected, "(batch, heads, pos, d_head)")
         if torch.equal(out, x.view(expected)) and n_heads > 1 and n_pos > 1:
-            raise Hint("wrong transpose: reshaping straight to (batch, heads, pos, d_head) mixes positions into "
-                       "heads; view as (batch, pos, heads, d_head), then transpose(1, 2)")
+            raise Hint(
+                "wrong transpose: reshaping straight to (batch, heads, pos, d_head) mixes positions into "
+                "heads; view as (batch, pos, heads, d_head), then transpose(1, 2)"
+            )
         if not torch.equal(out, x.view(batch, n_pos, n_heads, d_head).transpose(1, 2)):
-            raise Hint(f"wrong values{context}: head h should hold features h*d_head .. (h+1)*d_head - 1 of every "
-                       "position, with d_head = d_model // n_heads taken from x")
+            raise Hint(
+                f"wrong values{context}: head h should hold features h*d_head .. (h+1)*d_head - 1 of every "
+                "position, with d_head = d_model // n_heads taken from x"
+            )
     return "(batch, pos, d_model) -> (batch, heads, pos, d_head) for 3 shapes (batch 1, one head, odd widths)"
 
 
-@checker("merge_heads", "01-merge-heads", "my_merge_heads",
-         references=("attnkit.core.attention:MultiHeadAttention.merge_heads",))
+@checker(
+    "merge_heads",
+    "01-merge-heads",
+    "my_merge_heads",
+    references=("attnkit.core.attention:MultiHeadAttention.merge_heads",),
+)
 def check_merge_heads(fn: Callable) -> str:
     """`fn(z)`: (batch, heads, pos, d_head) -> (batch, pos, d_model)."""
     for batch, n_pos, n_heads, d_head in _HEAD_CASES:
@@ -246,18 +324,30 @@ def check_merge_heads(fn: Callable) -> str:
         context = f" for z of shape {tuple(z.shape)}"
         out = as_tensor(_call(fn, z.clone(), context=context), "output" + context, expected, "(batch, pos, d_model)")
         if torch.equal(out, z.reshape(expected)) and n_heads > 1 and n_pos > 1:
-            raise Hint("wrong transpose: reshaping (batch, heads, pos, d_head) straight to (batch, pos, d_model) "
-                       "mixes heads and positions; transpose(1, 2) first, then reshape")
+            raise Hint(
+                "wrong transpose: reshaping (batch, heads, pos, d_head) straight to (batch, pos, d_model) "
+                "mixes heads and positions; transpose(1, 2) first, then reshape"
+            )
         if not torch.equal(out, z.transpose(1, 2).reshape(expected)):
-            raise Hint(f"wrong values{context}: position p should be the concatenation of every head's z at p, "
-                       "head 0 first")
+            raise Hint(
+                f"wrong values{context}: position p should be the concatenation of every head's z at p, head 0 first"
+            )
     return "(batch, heads, pos, d_head) -> (batch, pos, d_model), heads concatenated in order, for 3 shapes"
 
 
 # ---------------------------------------------------------------- multi-head attention
 
-def _mha_variant(ref: MultiHeadAttention, x: Tensor, mask: Optional[Tensor], *, n_heads: Optional[int] = None,
-                 scale: Optional[float] = None, straight_split: bool = False, W_O: bool = True) -> Tensor:
+
+def _mha_variant(
+    ref: MultiHeadAttention,
+    x: Tensor,
+    mask: Tensor | None,
+    *,
+    n_heads: int | None = None,
+    scale: float | None = None,
+    straight_split: bool = False,
+    W_O: bool = True,
+) -> Tensor:
     """The reference computation with one deliberate mistake, to recognise a learner's."""
     batch, n_pos, d_model = x.shape
     n_heads = n_heads or ref.n_heads
@@ -279,40 +369,57 @@ def _mha_variant(ref: MultiHeadAttention, x: Tensor, mask: Optional[Tensor], *, 
 def _mha_module(cls, d_model: int, n_heads: int) -> nn.Module:
     """The learner's module for (d_model, n_heads), or the hint for why it cannot be one."""
     if isinstance(cls, nn.Module):
-        raise Hint("pass the class itself (MyMultiHeadAttention), not an instance: the checker builds "
-                   "its own with other sizes")
+        raise Hint(
+            "pass the class itself (MyMultiHeadAttention), not an instance: the checker builds its own with other sizes"
+        )
     if not callable(cls):
         raise Hint(f"expected your class, got a {type(cls).__name__}")
     module = _call(cls, d_model, n_heads, context=f" in __init__(d_model={d_model}, n_heads={n_heads})")
     if not isinstance(module, nn.Module):
-        raise Hint(f"your class builds a {type(module).__name__}, not an nn.Module: declare it as "
-                   "class MyMultiHeadAttention(nn.Module) and call super().__init__() first")
+        raise Hint(
+            f"your class builds a {type(module).__name__}, not an nn.Module: declare it as "
+            "class MyMultiHeadAttention(nn.Module) and call super().__init__() first"
+        )
     missing = [n for n in ("W_Q", "W_K", "W_V", "W_O") if not isinstance(getattr(module, n, None), nn.Linear)]
     if missing:  # an unfilled stub says so first
         _call(module, randn(1, 2, d_model, seed=0), context=" in forward")
     if missing == ["W_O"]:
-        raise Hint("missing W_O: multi-head attention ends with an output projection, "
-                   "self.W_O = nn.Linear(d_model, d_model), applied to the merged heads")
+        raise Hint(
+            "missing W_O: multi-head attention ends with an output projection, "
+            "self.W_O = nn.Linear(d_model, d_model), applied to the merged heads"
+        )
     if missing:
-        raise Hint(f"no {', '.join('self.' + m for m in missing)} found (an nn.Linear each): "
-                   "name the projections W_Q, W_K, W_V, W_O, each nn.Linear(d_model, d_model)")
+        raise Hint(
+            f"no {', '.join('self.' + m for m in missing)} found (an nn.Linear each): "
+            "name the projections W_Q, W_K, W_V, W_O, each nn.Linear(d_model, d_model)"
+        )
     for name in ("W_Q", "W_K", "W_V", "W_O"):
         shape = tuple(getattr(module, name).weight.shape)
         if shape == (d_model, d_model):
             continue
         if shape == (n_heads, n_heads):
-            raise Hint(f"your {name} is nn.Linear({n_heads}, {n_heads}) for d_model={d_model}, n_heads={n_heads}: "
-                       "arguments swapped? __init__ receives (d_model, n_heads) in that order")
+            raise Hint(
+                f"your {name} is nn.Linear({n_heads}, {n_heads}) for d_model={d_model}, n_heads={n_heads}: "
+                "arguments swapped? __init__ receives (d_model, n_heads) in that order"
+            )
         if d_model // n_heads in shape:
-            raise Hint(f"your {name} maps to or from d_head = {d_model // n_heads} features: each projection covers "
-                       "all heads at once, nn.Linear(d_model, d_model); split into heads afterwards")
-        raise Hint(f"your {name}.weight has shape {shape} for d_model={d_model}: make it nn.Linear(d_model, d_model), "
-                   "sized from __init__'s arguments, not the notebook's globals")
+            raise Hint(
+                f"your {name} maps to or from d_head = {d_model // n_heads} features: each projection covers "
+                "all heads at once, nn.Linear(d_model, d_model); split into heads afterwards"
+            )
+        raise Hint(
+            f"your {name}.weight has shape {shape} for d_model={d_model}: make it nn.Linear(d_model, d_model), "
+            "sized from __init__'s arguments, not the notebook's globals"
+        )
     return module
 
 
-@checker("multi_head_attention", "01-multi-head", "MyMultiHeadAttention",
-         references=("attnkit.core.attention:MultiHeadAttention",))
+@checker(
+    "multi_head_attention",
+    "01-multi-head",
+    "MyMultiHeadAttention",
+    references=("attnkit.core.attention:MultiHeadAttention",),
+)
 @torch.no_grad()
 def check_multi_head_attention(cls: Callable) -> str:
     """`cls(d_model, n_heads)` -> a module with nn.Linear W_Q, W_K, W_V, W_O and
@@ -342,45 +449,65 @@ def check_multi_head_attention(cls: Callable) -> str:
 
         out = run(" in forward")
         if not torch.equal(out, run(" in forward")):
-            raise Hint("your module gives different outputs for the same input in eval mode: dropout left on? "
-                       "F.dropout defaults to training=True; use nn.Dropout, or leave dropout out")
+            raise Hint(
+                "your module gives different outputs for the same input in eval mode: dropout left on? "
+                "F.dropout defaults to training=True; use nn.Dropout, or leave dropout out"
+            )
         if not close(out, ref(x)):
-            wrong = [
-                ("missing W_O: your output skips the output projection; return self.W_O(merged heads)",
-                 dict(W_O=False)),
-                ("heads split with the wrong transpose: view as (batch, pos, heads, d_head), then transpose(1, 2)",
-                 dict(straight_split=True)),
-                ("one head only? your output equals single-head attention; split q, k, v into n_heads heads",
-                 dict(n_heads=1)),
-                ("scores scaled by 1/sqrt(d_model): each head scales by 1/sqrt(d_head), d_head = d_model // n_heads",
-                 dict(scale=1 / math.sqrt(d_model))),
+            wrong: list[tuple[str, dict[str, Any]]] = [
+                (
+                    "missing W_O: your output skips the output projection; return self.W_O(merged heads)",
+                    dict(W_O=False),
+                ),
+                (
+                    "heads split with the wrong transpose: view as (batch, pos, heads, d_head), then transpose(1, 2)",
+                    dict(straight_split=True),
+                ),
+                (
+                    "one head only? your output equals single-head attention; split q, k, v into n_heads heads",
+                    dict(n_heads=1),
+                ),
+                (
+                    "scores scaled by 1/sqrt(d_model): each head scales by 1/sqrt(d_head), d_head = d_model // n_heads",
+                    dict(scale=1 / math.sqrt(d_model)),
+                ),
                 ("scores not scaled by 1/sqrt(d_head): divide each head's q @ kᵀ by sqrt(d_head)", dict(scale=1.0)),
             ]
-            for hint, mistake in wrong:
+            for message, mistake in wrong:
                 if close(out, _mha_variant(ref, x, None, **mistake)):
-                    raise Hint(hint)
-            raise Hint(f"your output differs from the reference with the same weights{where} "
-                       f"({max_diff(out, ref(x))}): check the split into self.n_heads heads, the scale "
-                       "1/sqrt(d_head) and the order W_Q/W_K/W_V -> attention -> merge -> W_O")
+                    raise Hint(message)
+            raise Hint(
+                f"your output differs from the reference with the same weights{where} "
+                f"({max_diff(out, ref(x))}): check the split into self.n_heads heads, the scale "
+                "1/sqrt(d_head) and the order W_Q/W_K/W_V -> attention -> merge -> W_O"
+            )
 
         try:
             params = inspect.signature(module.forward).parameters
         except (TypeError, ValueError):
-            params = {}
+            params = inspect.Signature().parameters  # none
         if "key_padding_mask" not in params and not any(p.kind == p.VAR_KEYWORD for p in params.values()):
             other = [n for n in params if n != "x"]
-            raise Hint(f"forward has no key_padding_mask argument{f' (it has {other[0]!r})' if other else ''}: "
-                       "name it key_padding_mask=None, as PyTorch does — the checker passes it by name")
+            raise Hint(
+                f"forward has no key_padding_mask argument{f' (it has {other[0]!r})' if other else ''}: "
+                "name it key_padding_mask=None, as PyTorch does — the checker passes it by name"
+            )
         pad = torch.zeros(batch, n_pos, dtype=torch.bool)
         pad[-1, -2:] = True  # the last sequence is two tokens shorter
         out = run(" with a key_padding_mask", key_padding_mask=pad)
         if not close(out, ref(x, key_padding_mask=pad)):
             if close(out, ref(x, key_padding_mask=~pad)):
-                raise Hint("key_padding_mask is True at padding, so those keys are the ones to block: "
-                           "attend where the mask is False (mask = ~key_padding_mask)")
+                raise Hint(
+                    "key_padding_mask is True at padding, so those keys are the ones to block: "
+                    "attend where the mask is False (mask = ~key_padding_mask)"
+                )
             if close(out, ref(x)):
                 raise Hint("key_padding_mask ignored: the output is the same as without it")
-            raise Hint("with a key_padding_mask your output differs: block keys where it is True, "
-                       "broadcast as key_padding_mask[:, None, None, :] over heads and queries")
-    return ("matches attnkit's MultiHeadAttention with the same weights, with and without padding, "
-            "for d_model 12 / 3 heads and 18 / 2 heads")
+            raise Hint(
+                "with a key_padding_mask your output differs: block keys where it is True, "
+                "broadcast as key_padding_mask[:, None, None, :] over heads and queries"
+            )
+    return (
+        "matches attnkit's MultiHeadAttention with the same weights, with and without padding, "
+        "for d_model 12 / 3 heads and 18 / 2 heads"
+    )

@@ -4,6 +4,7 @@ mistake, or ⏳ for an unfilled stub — and returns True only on a pass. Nothin
 escapes as a traceback or a second line. The checkers themselves: checks (notebook 01),
 adder_checks, heatmap_checks, ablation_checks, positional_checks, interp_checks (02-06).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -17,9 +18,9 @@ import re
 import sys
 import sysconfig
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -47,22 +48,24 @@ class NotDone(Hint):
 @dataclass(frozen=True)
 class Result:
     """What one check found: the notebook prints `line`, the grader records all four."""
+
     exercise: str
     passed: bool
-    line: str           # one line: ✅, ❌ with a hint, or ⏳
-    mistake: str = ""   # "" when passed; else the mistake's id ("not-done", "kit-reference", ...)
+    line: str  # one line: ✅, ❌ with a hint, or ⏳
+    mistake: str = ""  # "" when passed; else the mistake's id ("not-done", "kit-reference", ...)
 
 
 @dataclass(frozen=True)
 class Exercise:
     """One exercise: its id (the gradebook's key), the learner's object the check is given, and
     the kit's own implementations of it (a learner's answer may not be, wrap or call one)."""
+
     id: str
     title: str
-    answer: str                  # the name the notebook's check cell passes, e.g. "my_causal_mask"
-    references: tuple = ()       # "module:qualname" of the kit's implementations of the exercise
-    check: Callable = None       # check(answer) -> bool, printing the line
-    evaluate: Callable = None    # evaluate(answer) -> Result, printing nothing
+    answer: str  # the name the notebook's check cell passes, e.g. "my_causal_mask"
+    references: tuple = ()  # "module:qualname" of the kit's implementations of the exercise
+    check: Callable | None = None  # check(answer) -> bool, printing the line
+    evaluate: Callable | None = None  # evaluate(answer) -> Result, printing nothing
 
 
 def slug(text: str, words: int = 6) -> str:
@@ -73,6 +76,7 @@ def slug(text: str, words: int = 6) -> str:
 def checker(title: str, exercise: str = "", answer: str = "", references: Sequence[str] = ()):
     """Turn `check(answer) -> pass message` (raising Hint) into `check(answer) -> bool` that prints
     one line; `check.evaluate(answer) -> Result` prints nothing (the grader's way in)."""
+
     def wrap(check):
         def evaluate(*args, **kwargs) -> Result:
             rng_state = torch.get_rng_state()  # a checker never moves the learner's random numbers
@@ -88,9 +92,15 @@ def checker(title: str, exercise: str = "", answer: str = "", references: Sequen
             except Hint as hint:
                 return Result(exercise, False, one_line(f"{hint.icon} {title}: {hint}"), hint.mistake)
             except Exception as e:  # whatever the learner handed over: one line, never a traceback
-                return Result(exercise, False, one_line(
-                    f"❌ {title}: the checker could not use what you passed ({first_line(e)}) — compare your "
-                    "code's signature and return value with the exercise's"), "unusable-answer")
+                return Result(
+                    exercise,
+                    False,
+                    one_line(
+                        f"❌ {title}: the checker could not use what you passed ({first_line(e)}) — compare your "
+                        "code's signature and return value with the exercise's"
+                    ),
+                    "unusable-answer",
+                )
             finally:
                 torch.set_rng_state(rng_state)
             return Result(exercise, True, one_line(f"✅ {title}: passed — {message}"))
@@ -106,22 +116,28 @@ def checker(title: str, exercise: str = "", answer: str = "", references: Sequen
             if not result.passed and os.environ.get("NBGRADER_EXECUTION") in ("autograde", "validate"):
                 raise AssertionError(result.line)
             return result.passed
+
         run.evaluate = evaluate
         run.exercise = Exercise(exercise, title, answer, tuple(references), run, evaluate)
         return run
+
     return wrap
 
 
 # ---------------------------------------------------------------- the kit's own answer
 
-KIT_DIR = Path(__file__).resolve().parents[1]           # attnkit/
-EXERCISES_DIR = Path(__file__).resolve().parent         # attnkit/exercises/
-_LIBRARY_DIRS = tuple(sorted({str(KIT_DIR)} | {p for k, p in sysconfig.get_paths().items()
-                                               if k in ("stdlib", "platstdlib", "purelib", "platlib")}))
+KIT_DIR = Path(__file__).resolve().parents[1]  # attnkit/
+EXERCISES_DIR = Path(__file__).resolve().parent  # attnkit/exercises/
+_LIBRARY_DIRS = tuple(
+    sorted(
+        {str(KIT_DIR)}
+        | {p for k, p in sysconfig.get_paths().items() if k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    )
+)
 
 
 def resolve(reference: str):
-    """"attnkit.core.attention:MultiHeadAttention.split_heads" -> the object."""
+    """ "attnkit.core.attention:MultiHeadAttention.split_heads" -> the object."""
     module, _, qualname = reference.partition(":")
     obj = importlib.import_module(module)
     for part in qualname.split("."):
@@ -143,7 +159,7 @@ def reference_codes(references: Sequence[str]) -> dict:
     return codes
 
 
-def kit_reference(answer, references: Sequence[str]) -> Optional[str]:
+def kit_reference(answer, references: Sequence[str]) -> str | None:
     """Why `answer` is the kit's own implementation (it, a wrapper around it, a subclass), or None."""
     if not references:
         return None
@@ -180,7 +196,7 @@ class ReferenceWatch:
 
     def __init__(self, references: Sequence[str]):
         self.codes = reference_codes(references) if references else {}
-        self.found: Optional[str] = None
+        self.found: str | None = None
         self._previous = None
 
     def _trace(self, frame, event, arg):
@@ -191,8 +207,7 @@ class ReferenceWatch:
                 if filename.startswith(str(EXERCISES_DIR)):
                     break  # the checker's own call of the reference
                 if is_learner_code(filename):
-                    self.found = (f"your answer calls the kit's own {self.codes[frame.f_code]} — "
-                                  "write your own to pass")
+                    self.found = f"your answer calls the kit's own {self.codes[frame.f_code]} — write your own to pass"
                     break
                 caller = caller.f_back
         return None  # no line tracing: only calls are watched
@@ -221,17 +236,28 @@ def first_line(e: BaseException) -> str:
 # Exception messages that mean the same mistake in any exercise.
 GENERAL_ADVICE = (
     ("cannot assign module before Module.__init__", "call super().__init__() first in __init__"),
-    ("view size is not compatible", "after a transpose the tensor is not contiguous: use .reshape (or .contiguous().view)"),
+    (
+        "view size is not compatible",
+        "after a transpose the tensor is not contiguous: use .reshape (or .contiguous().view)",
+    ),
 )
 
 
-def call(fn: Callable, *args, context: str = "", advice: Sequence[tuple[str, str]] = GENERAL_ADVICE,
-         signature: str = "", **kwargs):
+def call(
+    fn: Callable,
+    *args,
+    context: str = "",
+    advice: Sequence[tuple[str, str]] = GENERAL_ADVICE,
+    signature: str = "",
+    **kwargs,
+):
     """Call the learner's code; turn any exception into a Hint naming it and, where `advice` has a
     (fragment of the message, meaning) pair for it, what it usually means. A TypeError about the
     learner's own function's arguments says so (and shows `signature`, the exercise's, if given)."""
     if not callable(fn):
-        raise Hint(f"expected a function or class, got a {type(fn).__name__}: pass the function itself, without calling it")
+        raise Hint(
+            f"expected a function or class, got a {type(fn).__name__}: pass the function itself, without calling it"
+        )
     try:
         # What the learner's code prints or warns stays out of the checker's one line.
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
@@ -240,16 +266,26 @@ def call(fn: Callable, *args, context: str = "", advice: Sequence[tuple[str, str
     except NotImplementedError:
         broken = _last_cell_error()
         if broken:  # the learner's new solution never ran: the stub from before is still defined
-            raise Hint(f"the last cell you ran stopped with {broken}, so your solution is not defined yet "
-                       "(the stub from before still is) — fix that cell and run it again") from None
+            raise Hint(
+                f"the last cell you ran stopped with {broken}, so your solution is not defined yet "
+                "(the stub from before still is) — fix that cell and run it again"
+            ) from None
         raise NotDone("not implemented yet — fill in the stub above") from None
     except Exception as e:
         first = (str(e).strip().splitlines() or [""])[0]
         hint = f"your code raised {type(e).__name__}{context}: {first}"
         called = first.split("(")[0].split(".")[-1]  # "my_shift() takes 1 positional argument ..."
-        if isinstance(e, TypeError) and "argument" in first and called in (getattr(fn, "__name__", None), "__init__", "forward"):
-            hint += (f" — the exercise's signature is {signature}" if signature else
-                     " — your function's arguments differ from the exercise's: the checker calls it exactly as the exercise shows")
+        if (
+            isinstance(e, TypeError)
+            and "argument" in first
+            and called in (getattr(fn, "__name__", None), "__init__", "forward")
+        ):
+            hint += (
+                f" — the exercise's signature is {signature}"
+                if signature
+                else " — your function's arguments differ from the exercise's: the checker calls it exactly as "
+                "the exercise shows"
+            )
         else:
             hint += next((f" — {meaning}" for fragment, meaning in advice if fragment in first), "")
         raise Hint(hint) from None
@@ -282,8 +318,10 @@ def as_tensor(x, what: str, shape: tuple, names: str = "") -> Tensor:
     if tuple(x.shape) != shape:
         hint = f"your {what} has shape {tuple(x.shape)}, expected {expected}"
         if x.numel() == math.prod(shape) and x.dim() == len(shape):
-            hint += (" — the right values in another arrangement: take every size from the input's .shape, "
-                     "not from fixed numbers or the notebook's globals")
+            hint += (
+                " — the right values in another arrangement: take every size from the input's .shape, "
+                "not from fixed numbers or the notebook's globals"
+            )
         raise Hint(hint)
     return x
 

@@ -8,6 +8,7 @@ classes, builtins, sys.modules, sys.stdout, the tracer, IPython's event hooks) a
 identity with what they were. Plain data (a module's settings, caches) is not compared: honest
 notebooks change it (torch.set_num_threads, np.set_printoptions).
 """
+
 from __future__ import annotations
 
 import builtins
@@ -17,18 +18,54 @@ import sys
 import types
 
 import torch  # noqa: F401 (imported first: its path tells its own wrappers from a submission's)
-from typing import Optional
 
 # Modules whose functions and classes a checker relies on (each with its submodules).
-WATCHED = ("attnkit", "torch", "numpy", "math", "functools", "contextlib", "io", "inspect", "warnings",
-           "itertools", "operator", "re", "copy", "collections", "dataclasses", "json", "os", "sys", "builtins")
+WATCHED = (
+    "attnkit",
+    "torch",
+    "numpy",
+    "math",
+    "functools",
+    "contextlib",
+    "io",
+    "inspect",
+    "warnings",
+    "itertools",
+    "operator",
+    "re",
+    "copy",
+    "collections",
+    "dataclasses",
+    "json",
+    "os",
+    "sys",
+    "builtins",
+)
 # Classes whose methods (by identity) a checker relies on beyond the kit's own.
-_CLASSES = ("torch.Tensor", "torch._C.TensorBase", "torch.nn.Module", "torch.nn.Linear", "torch.nn.Parameter",
-            "torch.Generator")
-_TORCH_DIR = os.path.dirname(sys.modules["torch"].__file__) if "torch" in sys.modules else "/nonexistent"
-_ROUTINE = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.ModuleType, type,
-            types.MethodDescriptorType, types.WrapperDescriptorType, types.ClassMethodDescriptorType,
-            staticmethod, classmethod, property)
+_CLASSES = (
+    "torch.Tensor",
+    "torch._C.TensorBase",
+    "torch.nn.Module",
+    "torch.nn.Linear",
+    "torch.nn.Parameter",
+    "torch.Generator",
+)
+_TORCH_DIR = (
+    os.path.dirname(sys.modules["torch"].__file__ or "/nonexistent/") if "torch" in sys.modules else "/nonexistent"
+)
+_ROUTINE = (
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    types.ModuleType,
+    type,
+    types.MethodDescriptorType,
+    types.WrapperDescriptorType,
+    types.ClassMethodDescriptorType,
+    staticmethod,
+    classmethod,
+    property,
+)
 
 
 def _watched(name: str) -> bool:
@@ -49,8 +86,9 @@ def _code(value):
 
 
 def _closure(fn) -> tuple:
-    return tuple(id(c.cell_contents) if c.cell_contents is not None else None
-                 for c in (fn.__closure__ or ()) if _filled(c))
+    return tuple(
+        id(c.cell_contents) if c.cell_contents is not None else None for c in (fn.__closure__ or ()) if _filled(c)
+    )
 
 
 def _reachable(path: str, value, depth: int = 3):
@@ -65,7 +103,7 @@ def _reachable(path: str, value, depth: int = 3):
 
 def _filled(cell) -> bool:
     try:
-        cell.cell_contents
+        cell.cell_contents  # noqa: B018 (reading an empty cell raises)
         return True
     except ValueError:
         return False
@@ -97,8 +135,14 @@ class Snapshot:
             if name.startswith("attnkit.exercises"):
                 for key, value in vars(module).items():
                     for path, fn in _reachable(f"{name}.{key}", value):
-                        self.functions[path] = (fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__,
-                                                _closure(fn), dict(vars(fn)))
+                        self.functions[path] = (
+                            fn,
+                            fn.__code__,
+                            fn.__defaults__,
+                            fn.__kwdefaults__,
+                            _closure(fn),
+                            dict(vars(fn)),
+                        )
         self.builtins = dict(vars(builtins))
         self.streams = (sys.stdout, sys.stderr, sys.stdin)
         self.trace = (sys.gettrace(), sys.getprofile())
@@ -111,8 +155,10 @@ class Snapshot:
             return {}
         # matplotlib.pyplot registers a hook of its own when imported: only hooks whose code the
         # submission wrote count
-        return {event: [id(cb) for cb in callbacks if not _library_code(cb)]
-                for event, callbacks in shell.events.callbacks.items()}
+        return {
+            event: [id(cb) for cb in callbacks if not _library_code(cb)]
+            for event, callbacks in shell.events.callbacks.items()
+        }
 
     def changes(self) -> list[str]:
         """Every change a submission made to what the checks rely on, in words (empty: none)."""
@@ -132,12 +178,20 @@ class Snapshot:
         for path, (fn, code, defaults, kwdefaults, closure, attrs) in self.functions.items():
             if fn.__code__ is not code:
                 found.append(f"the code of checker {path} replaced (__code__)")
-            elif fn.__defaults__ is not defaults or fn.__kwdefaults__ is not kwdefaults or _closure(fn) != closure \
-                    or vars(fn).keys() != attrs.keys() or any(vars(fn)[k] is not v for k, v in attrs.items()):
+            elif (
+                fn.__defaults__ is not defaults
+                or fn.__kwdefaults__ is not kwdefaults
+                or _closure(fn) != closure
+                or vars(fn).keys() != attrs.keys()
+                or any(vars(fn)[k] is not v for k, v in attrs.items())
+            ):
                 found.append(f"checker {path} changed")
         names = ("sys.stdout", "sys.stderr", "sys.stdin")
-        found += [f"{n} replaced" for n, before, now in zip(names, self.streams, (sys.stdout, sys.stderr, sys.stdin))
-                  if before is not now]
+        found += [
+            f"{n} replaced"
+            for n, before, now in zip(names, self.streams, (sys.stdout, sys.stderr, sys.stdin))
+            if before is not now
+        ]
         if (sys.gettrace(), sys.getprofile()) != self.trace:
             found.append("the tracer (sys.settrace / sys.setprofile) changed")
         if self.shell is not None:
@@ -167,6 +221,7 @@ def _compare(where: str, before: dict, namespace: dict) -> list[str]:
 
 def _library_code(fn) -> bool:
     from .checking import is_learner_code
+
     code = getattr(getattr(fn, "__func__", fn), "__code__", None)
     return isinstance(code, types.CodeType) and not is_learner_code(code.co_filename)
 
@@ -175,13 +230,16 @@ def _library_wrapper(now, before) -> bool:
     """torch wraps some of its own functions when a submodule loads (torch._dynamo wraps
     torch.manual_seed): a wrapper of the same function, defined in torch, is not the submission's."""
     try:
-        return inspect.unwrap(now) is before and isinstance(now, types.FunctionType) and \
-            now.__code__.co_filename.startswith(_TORCH_DIR)
+        return (
+            inspect.unwrap(now) is before
+            and isinstance(now, types.FunctionType)
+            and now.__code__.co_filename.startswith(_TORCH_DIR)
+        )
     except Exception:
         return False
 
 
-def describe(changes: list[str]) -> Optional[str]:
+def describe(changes: list[str]) -> str | None:
     """One line for the gradebook: what the submission changed (the first few)."""
     if not changes:
         return None

@@ -2,10 +2,10 @@
 a toy seq2seq model of any vocabulary that records what it is fed, a recording wrapper around a
 kit model, tiny seeded Seq2SeqTransformers, the committed adder (where it loads) and batches of
 sums. Every model is seeded without touching the global random state."""
+
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Optional
 
 import numpy as np
 import torch
@@ -16,14 +16,13 @@ from ..adder.model import Seq2SeqConfig, Seq2SeqTransformer
 from ..interp.ablation import Problems
 
 
-def answers(lengths: list[int], n_pos: int, symbols: list[int], bos: int, eos: int, pad: int,
-             seed: int) -> Tensor:
+def answers(lengths: list[int], n_pos: int, symbols: list[int], bos: int, eos: int, pad: int, seed: int) -> Tensor:
     """(batch, n_pos) rows `<s> symbols… </s> <pad>…`, row i holding lengths[i] symbols."""
     gen = torch.Generator().manual_seed(seed)
     rows = torch.full((len(lengths), n_pos), pad, dtype=torch.long)
     for i, n in enumerate(lengths):
         body = torch.tensor(symbols)[torch.randint(len(symbols), (n,), generator=gen)]
-        rows[i, 0], rows[i, 1:n + 1], rows[i, n + 1] = bos, body, eos
+        rows[i, 0], rows[i, 1 : n + 1], rows[i, n + 1] = bos, body, eos
     return rows
 
 
@@ -42,7 +41,7 @@ class ToySeq2Seq(nn.Module):
 
         self.src_embed, self.tgt_embed, self.prefix_embed = param(vocab, d), param(vocab, d), param(vocab, d)
         self.pos = param(max_pos, d)
-        self.unembed = param(d, vocab, scale=3 / d ** 0.5)
+        self.unembed = param(d, vocab, scale=3 / d**0.5)
         self.vocab = vocab
         self.calls: list[tuple[Tensor, Tensor]] = []
 
@@ -64,15 +63,16 @@ class ToySeq2Seq(nn.Module):
         if src.size(1) > self.pos.size(0):
             raise ValueError(f"src has {src.size(1)} positions, more than this model's {self.pos.size(0)}")
         if tgt.size(1) > self.pos.size(0):
-            raise ValueError(f"the decoder input has {tgt.size(1)} positions, more than this model's "
-                             f"{self.pos.size(0)}")
+            raise ValueError(
+                f"the decoder input has {tgt.size(1)} positions, more than this model's {self.pos.size(0)}"
+            )
         self.calls.append((src.detach().clone(), tgt.detach().clone()))
         return self.logits(src, tgt)
 
     def logits(self, src: Tensor, tgt: Tensor) -> Tensor:
         """The forward pass without the checks and the record (for the checker's own use)."""
         n = tgt.size(1)
-        context = 2 * torch.tanh(self.src_embed[src] + self.pos[:src.size(1)].flip(0)).mean(1, keepdim=True)
+        context = 2 * torch.tanh(self.src_embed[src] + self.pos[: src.size(1)].flip(0)).mean(1, keepdim=True)
         prefix = self.prefix_embed[tgt].cumsum(1) / torch.arange(1, n + 1).view(1, n, 1)  # causal mean
         return torch.tanh(context + self.tgt_embed[tgt] + prefix + self.pos[:n]) @ self.unembed
 
@@ -94,8 +94,9 @@ class Recording(nn.Module):
                 if x.numel() and not x.is_floating_point() and (int(x.min()) < 0 or int(x.max()) >= cfg.vocab_size):
                     raise IndexError(f"{name} holds an id outside this model's vocabulary 0..{cfg.vocab_size - 1}")
             if tgt.size(1) > cfg.max_tgt_len:
-                raise ValueError(f"the decoder input has {tgt.size(1)} positions, more than this model's "
-                                 f"{cfg.max_tgt_len}")
+                raise ValueError(
+                    f"the decoder input has {tgt.size(1)} positions, more than this model's {cfg.max_tgt_len}"
+                )
             self.calls.append((src.detach().clone(), tgt.detach().clone()))
         return self.inner(src, tgt)
 
@@ -112,11 +113,12 @@ def tiny_adder(seed: int) -> Recording:
 
 
 @lru_cache(maxsize=1)
-def committed_state() -> Optional[tuple[Seq2SeqConfig, dict]]:
+def committed_state() -> tuple[Seq2SeqConfig, dict] | None:
     """The committed adder's config and weights, or None where it cannot be loaded."""
     try:
         from ..adder.pretrained import CHECKPOINT, adder_config_problems
         from ..core.checkpoint import config_from, load_checkpoint
+
         payload = load_checkpoint(CHECKPOINT, kind="adder")
         cfg = config_from(Seq2SeqConfig, payload["config"], CHECKPOINT, adder_config_problems)
         return cfg, payload["state_dict"]
@@ -124,7 +126,7 @@ def committed_state() -> Optional[tuple[Seq2SeqConfig, dict]]:
         return None
 
 
-def committed_adder() -> Optional[Recording]:
+def committed_adder() -> Recording | None:
     found = committed_state()
     if found is None:
         return None
@@ -151,7 +153,7 @@ def tiny_ablation_model(seed: int) -> Seq2SeqTransformer:
         torch.manual_seed(seed)
         model = Seq2SeqTransformer(cfg)
         with torch.no_grad():  # larger weights than the default init: sharper, more varied gradients
-            for name, p in model.named_parameters():
+            for p in model.parameters():
                 if p.dim() == 2:
                     p.mul_(2.5)
     return model.eval()

@@ -11,6 +11,7 @@ nonce, to the pipe FD; stdout and stderr are the submission's and nobody reads t
 The grader, not this process, keeps time: it kills the whole process group when a cell or check
 runs over its limit, and every process the submission started when the notebook ends.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,7 +40,7 @@ def main() -> None:
     config.HistoryManager.enabled = False  # no history database: nothing written, nothing shared
     shell = InteractiveShell.instance(config=config, colors="NoColor")
     # Nothing is displayed here: %matplotlib (inline needs a kernel's GUI loop) does nothing.
-    shell.register_magic_function(lambda line: None, "line", "matplotlib")
+    shell.register_magic_function(lambda line: None, "line", "matplotlib")  # type: ignore[arg-type]  # IPython's decorator hides the signature
     sys.path.append(job["folder"])  # a learner's helper module there imports; it cannot shadow the kit's
     snapshot = Snapshot(shell)
     send(event="ready")
@@ -48,10 +49,12 @@ def main() -> None:
         if item.get("exercise"):
             exercise = exercises[item["exercise"]]
             send(event="check", index=item["index"], exercise=exercise.id)
-            result = _check(exercise, evaluate[exercise.id], shell.user_ns, snapshot, Result, one_line, describe,
-                            first_line)
-            send(event="result", exercise=result.exercise, passed=result.passed, line=result.line,
-                 mistake=result.mistake)
+            result = _check(
+                exercise, evaluate[exercise.id], shell.user_ns, snapshot, Result, one_line, describe, first_line
+            )
+            send(
+                event="result", exercise=result.exercise, passed=result.passed, line=result.line, mistake=result.mistake
+            )
             if not item.get("run_source"):
                 continue
         send(event="cell", index=item["index"])
@@ -70,19 +73,27 @@ def _check(exercise, evaluate, namespace, snapshot, Result, one_line, describe, 
     if tampered:
         return Result(exercise.id, False, f"❌ {exercise.title}: {tampered}", "tampering")
     if exercise.answer not in namespace:
-        return Result(exercise.id, False, f"❌ {exercise.title}: {exercise.answer} is not defined where its "
-                                          "check runs — run the cell that defines it", "not-defined")
+        return Result(
+            exercise.id,
+            False,
+            f"❌ {exercise.title}: {exercise.answer} is not defined where its "
+            "check runs — run the cell that defines it",
+            "not-defined",
+        )
     try:
         result = evaluate(namespace[exercise.answer])
     except BaseException as e:  # SystemExit, KeyboardInterrupt from the learner's code
-        result = Result(exercise.id, False, one_line(f"❌ {exercise.title}: your code raised {first_line(e)}"),
-                        "error")
+        result = Result(exercise.id, False, one_line(f"❌ {exercise.title}: your code raised {first_line(e)}"), "error")
     tampered = describe(snapshot.changes())
     if tampered:
         return Result(exercise.id, False, f"❌ {exercise.title}: {tampered}", "tampering")
     if type(result) is not Result or result.exercise != exercise.id:
-        return Result(exercise.id, False, f"❌ {exercise.title}: tampering: the checker's result was forged "
-                                          "by the submission — not graded as passed", "tampering")
+        return Result(
+            exercise.id,
+            False,
+            f"❌ {exercise.title}: tampering: the checker's result was forged by the submission — not graded as passed",
+            "tampering",
+        )
     return result
 
 

@@ -1,5 +1,6 @@
 """The positional-encoding experiment: every encoding × seed trained and tested, a checkpoint per
 run and data/sortedness_results.json written (`python -m attnkit train sortedness`)."""
+
 from __future__ import annotations
 
 import multiprocessing
@@ -8,10 +9,10 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Iterator, Optional, Sequence
 
 import numpy as np
 import torch
@@ -26,14 +27,21 @@ from ..sortedness.model import SortednessConfig
 from ..sortedness.pretrained import KIND, RESULTS_PATH, RUNS_FOLDER, SEEDS, VARIANTS, run_path
 from ..sortedness.train import SortednessTrainConfig, evaluate_classifier, train_classifier, train_config
 
+
 def spread(values: list[float]) -> dict:
     v = np.array(values)
-    return {"mean": float(v.mean()), "std": float(v.std()), "min": float(v.min()), "max": float(v.max()),
-            "seeds": [float(x) for x in v]}
+    return {
+        "mean": float(v.mean()),
+        "std": float(v.std()),
+        "min": float(v.min()),
+        "max": float(v.max()),
+        "seeds": [float(x) for x in v],
+    }
 
 
-def _train_and_evaluate(cfg: SortednessConfig, seed: int, train_set, val_set, test_sets,
-                        device: str, steps: Optional[int] = None) -> tuple[dict, dict, dict]:
+def _train_and_evaluate(
+    cfg: SortednessConfig, seed: int, train_set, val_set, test_sets, device: str, steps: int | None = None
+) -> tuple[dict, dict, dict]:
     """One run of the experiment: (metrics, train config, CPU state dict). Module-level so
     that a worker process can run it; on CPU it uses one thread (see run_experiment)."""
     if device == "cpu":
@@ -43,7 +51,11 @@ def _train_and_evaluate(cfg: SortednessConfig, seed: int, train_set, val_set, te
         train_cfg = replace(train_cfg, steps=steps)
     result = train_classifier(cfg, train_cfg, train_set, device, progress=False)
     state = {k: v.cpu() for k, v in result.model.state_dict().items()}
-    return evaluate_classifier(result.model, val_set, test_sets), asdict(train_cfg), {"state": state, "history": result.history}
+    return (
+        evaluate_classifier(result.model, val_set, test_sets),
+        asdict(train_cfg),
+        {"state": state, "history": result.history},
+    )
 
 
 # Ctrl-C and a closed terminal reach the whole process group; the parent handles them for all.
@@ -60,6 +72,7 @@ def _start_worker(parent: int) -> None:
         while os.getppid() == parent:
             time.sleep(0.5)
         os._exit(1)
+
     threading.Thread(target=watch, daemon=True, name="attnkit-parent-watch").start()
 
 
@@ -84,12 +97,17 @@ def _stop_now(pool, data_dir: Path, grace: float = 5.0) -> None:
     but it can wait forever on a pipe a terminated worker held (seen under load). So this process
     ends within `grace` seconds whatever it waits on: the workers killed, the message said, exit
     130. Nothing has been written yet, so ending hard loses nothing."""
+
     def hard_exit() -> None:
         for process in list(getattr(pool, "_pool", [])):
             process.kill()
-        print(f"\ninterrupted: nothing new was written to {data_dir}; its checkpoints and results stayed "
-              f"as they were", file=sys.stderr, flush=True)
+        print(
+            f"\ninterrupted: nothing new was written to {data_dir}; its checkpoints and results stayed as they were",
+            file=sys.stderr,
+            flush=True,
+        )
         os._exit(130)
+
     timer = threading.Timer(grace, hard_exit)
     timer.daemon = True
     timer.start()
@@ -117,10 +135,17 @@ def _run_job(job) -> tuple[int, tuple]:
     return i, _train_and_evaluate(cfg, seed, *shared)
 
 
-def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = SEEDS,
-                   variants: bool = True, data_dir: Path = DATA_DIR, device: Optional[str] = None,
-                   workers: Optional[int] = None, steps: Optional[int] = None, data: DataConfig = DataConfig(),
-                   progress: bool = True) -> dict:
+def run_experiment(
+    encodings: Sequence[str] = ENCODINGS,
+    seeds: Sequence[int] = SEEDS,
+    variants: bool = True,
+    data_dir: Path = DATA_DIR,
+    device: str | None = None,
+    workers: int | None = None,
+    steps: int | None = None,
+    data: DataConfig = DataConfig(),
+    progress: bool = True,
+) -> dict:
     """Train every encoding × seed (max-pool readout); save data/sortedness_results.json and every
     run's checkpoint (`run_path`: the first seed of each encoding in data/, the rest in
     data/sortedness-runs/), so that every cell of the results can be recomputed from a model.
@@ -149,18 +174,28 @@ def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = 
     per_run: dict = {}
     files: list = []  # (path, bytes) of the checkpoints, written with the results at the end
     start, done_after = time.perf_counter(), {}  # (name, seed) -> seconds from the start
-    bar = tqdm(total=len(runs), desc=f"sortedness experiment ({workers} worker{'s' * (workers > 1)})",
-               disable=not progress)
+    bar = tqdm(
+        total=len(runs), desc=f"sortedness experiment ({workers} worker{'s' * (workers > 1)})", disable=not progress
+    )
 
     def record(name: str, cfg: SortednessConfig, seed: int, outcome) -> None:
         metrics, train_cfg, trained = outcome
         per_run[name, seed], done_after[name, seed] = metrics, time.perf_counter() - start
         bar.update()
-        bar.set_postfix_str(f"{name} seed {seed}: val hard {metrics['val']['hard']:.3f}, "
-                            f"hard@256 {metrics['hard'][max(test_sets)]:.3f}")
-        files.append((run_path(name, seed, data_dir), checkpoint_bytes(  # in memory (~0.3 MB) until the end
-            KIND, asdict(cfg), trained["state"], {"seed": seed, "train": train_cfg,
-                                                  "history": trained["history"], **metrics})))
+        bar.set_postfix_str(
+            f"{name} seed {seed}: val hard {metrics['val']['hard']:.3f}, hard@256 {metrics['hard'][max(test_sets)]:.3f}"
+        )
+        files.append(
+            (
+                run_path(name, seed, data_dir),
+                checkpoint_bytes(  # in memory (~0.3 MB) until the end
+                    KIND,
+                    asdict(cfg),
+                    trained["state"],
+                    {"seed": seed, "train": train_cfg, "history": trained["history"], **metrics},
+                ),
+            )
+        )
 
     shared = (train_set, val_set, test_sets, device, steps)  # every run's arguments after (cfg, seed)
     threads = torch.get_num_threads()
@@ -174,8 +209,9 @@ def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = 
             # catches it and terminates them, instead of each worker dying with a traceback and a
             # pool that waits for every queued run before it lets go.
             with _sigint_ignored():  # inherited: a worker ignores Ctrl-C from its first instruction
-                pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_start_worker,
-                                                                 initargs=(os.getpid(),))
+                pool = multiprocessing.get_context("spawn").Pool(
+                    workers, initializer=_start_worker, initargs=(os.getpid(),)
+                )
             try:
                 jobs = [(i, cfg, seed, shared) for i, (_, cfg, seed) in enumerate(runs)]
                 for i, outcome in pool.imap_unordered(_run_job, jobs):
@@ -199,9 +235,15 @@ def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = 
         return out
 
     results = {
-        "setup": {"data": asdict(data), "model": asdict(SortednessConfig()), "train": asdict(SortednessTrainConfig()),
-                  "train_learned": asdict(train_config(SortednessConfig(encoding="learned"), seeds[0])),
-                  "seeds": list(seeds), "test_lengths": list(test_sets), "train_lengths": list(TRAIN_LENGTHS)},
+        "setup": {
+            "data": asdict(data),
+            "model": asdict(SortednessConfig()),
+            "train": asdict(SortednessTrainConfig()),
+            "train_learned": asdict(train_config(SortednessConfig(encoding="learned"), seeds[0])),
+            "seeds": list(seeds),
+            "test_lengths": list(test_sets),
+            "train_lengths": list(TRAIN_LENGTHS),
+        },
         "encodings": {enc: collect(enc, seeds) for enc in encodings},
         "variants": {name: collect(name, [seed]) for name, _, seed in runs if name not in encodings},
     }
@@ -209,8 +251,8 @@ def run_experiment(encodings: Sequence[str] = ENCODINGS, seeds: Sequence[int] = 
     write_together(files + [(Path(data_dir) / RESULTS_PATH.name, json_bytes(results))])
     if progress:
         main_runs = max(t for (name, _), t in done_after.items() if name in encodings)
-        print(f"sortedness experiment: {len(runs)} models in {time.perf_counter() - start:.0f} s "
-              f"(its {len(encodings) * len(seeds)} encoding × seed runs done after {main_runs:.0f} s)")
+        print(
+            f"sortedness experiment: {len(runs)} models in {time.perf_counter() - start:.0f} s "
+            f"(its {len(encodings) * len(seeds)} encoding × seed runs done after {main_runs:.0f} s)"
+        )
     return results
-
-

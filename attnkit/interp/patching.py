@@ -14,28 +14,31 @@ The metric is the log-probability of the *clean* answer:
 Everything runs through the hook points (core/hooks.py): run_with_cache on the clean input,
 run_with_hooks on the corrupted one.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Sequence, Union
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from ..adder.data import PAD, VOCAB, encode_sources, encode_targets, tokens
+from ..core.hooks import HookedModel
 from ..core.runtime import analysis_threads, model_device
 
-Positions = Union[None, int, Sequence[int]]
+Positions = None | int | Sequence[int]
 
 
 @dataclass
 class PatchSetup:
     """Model inputs of both runs and the metric: what patch() and patch_heads() need of a task."""
-    model: torch.nn.Module                    # a HookedModel
-    clean: tuple                              # forward() arguments, batch 1
+
+    model: HookedModel
+    clean: tuple  # forward() arguments, batch 1
     corrupted: tuple
-    metric: Callable[[Tensor], Tensor]        # forward output (batch, ...) -> (batch, outputs) log-probs
+    metric: Callable[[Tensor], Tensor]  # forward output (batch, ...) -> (batch, outputs) log-probs
     labels: dict = field(default_factory=dict)  # "enc"/"dec" -> position labels; "out" -> metric columns
 
 
@@ -56,17 +59,20 @@ def setup(model, clean, corrupted) -> PatchSetup:
 
 def _gap(s: PatchSetup, m_clean: Tensor, m_corrupted: Tensor, what: str = "answer") -> None:
     if float((m_clean - m_corrupted).sum()) == 0:
-        raise ValueError(f"the model gives the clean {what} the same log-probability on both inputs: "
-                         "there is no difference for a patch to restore; choose a pair it tells apart")
+        raise ValueError(
+            f"the model gives the clean {what} the same log-probability on both inputs: "
+            "there is no difference for a patch to restore; choose a pair it tells apart"
+        )
 
 
 def _rows_per_batch(s: PatchSetup) -> int:
     """Patched rows per forward pass, so that their attention patterns stay within the classifier's
     memory budget (a 300-token pair would otherwise need ~7 GB at once)."""
     from ..sortedness.model import MEMORY_BUDGET, PATTERN_COPIES
+
     n_pos = max(t.shape[-1] for t in s.clean)
     heads = max((mod.n_heads for mod in s.model.attention_modules().values()), default=1)
-    return max(1, MEMORY_BUDGET // (PATTERN_COPIES * heads * 4 * n_pos ** 2) - 1)
+    return max(1, MEMORY_BUDGET // (PATTERN_COPIES * heads * 4 * n_pos**2) - 1)
 
 
 def _patched_rows(s: PatchSetup, hook_name: str, n_rows: int, put_rows) -> tuple[Tensor, Tensor]:
@@ -105,13 +111,18 @@ def _adder_setup(adder, clean: str, corrupted: str) -> PatchSetup:
         return logp[:, :n_out]  # (batch, answer tokens incl. </s>)
 
     out = [VOCAB[i] for i in gold[0, :n_out].tolist()]
-    labels = {"enc": tokens(src[0][0].tolist()), "dec": tokens(tgt_in[0].tolist()), "out": out,
-              "enc_corrupted": tokens(src[1][0].tolist())}
+    labels = {
+        "enc": tokens(src[0][0].tolist()),
+        "dec": tokens(tgt_in[0].tolist()),
+        "out": out,
+        "enc_corrupted": tokens(src[1][0].tolist()),
+    }
     return PatchSetup(adder.model, (src[0], tgt_in), (src[1], tgt_in), metric, labels)
 
 
 def _classifier_setup(model, clean: Sequence[int], corrupted: Sequence[int]) -> PatchSetup:
     from ..sortedness.data import validate
+
     clean, corrupted = validate([clean, corrupted], model.length_cap, "the classifier's length cap")
     if len(clean) != len(corrupted):
         raise ValueError(f"patching needs sequences of one length: clean has {len(clean)}, corrupted {len(corrupted)}")
@@ -121,7 +132,7 @@ def _classifier_setup(model, clean: Sequence[int], corrupted: Sequence[int]) -> 
     return PatchSetup(model, (x[0],), (x[1],), lambda logit: logit.reshape(-1, 1), labels)
 
 
-def _selector(activation: Tensor, head: Optional[int], positions: Positions) -> tuple:
+def _selector(activation: Tensor, head: int | None, positions: Positions) -> tuple:
     """Index of what to patch: per-head activations are (batch, heads, pos, ·), the rest (batch, pos, ·)."""
     heads = activation.dim() == 4
     if head is not None and not heads:
@@ -129,6 +140,7 @@ def _selector(activation: Tensor, head: Optional[int], positions: Positions) -> 
     if head is not None:
         head = _index(head, "head", activation.shape[1], "heads")
     n_pos = activation.shape[2 if heads else 1]
+    pos: slice | list[int]
     if positions is None:
         pos = slice(None)
     else:
@@ -146,17 +158,20 @@ def _selector(activation: Tensor, head: Optional[int], positions: Positions) -> 
 def head_patch_hook(clean_z: Tensor, head: int, pos: int):
     """A hook for a hook_z point that puts one head's clean z at one position into the run:
     notebook 06's exercise, and what patch_heads() does for every head and position at once."""
+
     def hook(z: Tensor, hook_point) -> Tensor:
         z = z.clone()
         z[:, head, pos] = clean_z[:, head, pos]
         return z
+
     return hook
 
 
 @analysis_threads()
 @torch.no_grad()
-def patch(model, clean, corrupted, hook_name: str, head: Optional[int] = None, positions: Positions = None,
-          source: str = "clean") -> float:
+def patch(
+    model, clean, corrupted, hook_name: str, head: int | None = None, positions: Positions = None, source: str = "clean"
+) -> float:
     """The normalised effect of patching `hook_name` (one head and/or some positions of it) from
     the `source` run ("clean", or "corrupted" as a sanity check: then it is 0) into the corrupted run."""
     if source not in ("clean", "corrupted"):
@@ -183,16 +198,24 @@ def patch(model, clean, corrupted, hook_name: str, head: Optional[int] = None, p
 @dataclass
 class HeadPatching:
     """patch_heads() results: per attention module, each head at each query position."""
-    effect: dict[str, np.ndarray]      # module -> (heads, q_pos): normalised effect on the whole answer
-    by_output: dict[str, np.ndarray]   # module -> (heads, q_pos, outputs): per answer token (NaN: clean = corrupted there)
-    clean_metric: np.ndarray           # (outputs,) log-prob of each clean answer token, clean run
-    corrupted_metric: np.ndarray       # the same, corrupted run
-    labels: dict                       # position labels ("enc", "dec") and "out" (answer tokens)
+
+    effect: dict[str, np.ndarray]  # module -> (heads, q_pos): normalised effect on the whole answer
+    by_output: dict[
+        str, np.ndarray
+    ]  # module -> (heads, q_pos, outputs): per answer token (NaN: clean = corrupted there)
+    clean_metric: np.ndarray  # (outputs,) log-prob of each clean answer token, clean run
+    corrupted_metric: np.ndarray  # the same, corrupted run
+    labels: dict  # position labels ("enc", "dec") and "out" (answer tokens)
 
     def strongest(self, n: int = 5) -> list[tuple[str, int, float]]:
         """The n (head id, query position, effect) with the largest |effect| (NaN never ranks)."""
-        rows = [(f"{name}.{h}", p, float(e[h, p])) for name, e in self.effect.items()
-                for h in range(e.shape[0]) for p in range(e.shape[1]) if np.isfinite(e[h, p])]
+        rows = [
+            (f"{name}.{h}", p, float(e[h, p]))
+            for name, e in self.effect.items()
+            for h in range(e.shape[0])
+            for p in range(e.shape[1])
+            if np.isfinite(e[h, p])
+        ]
         return sorted(rows, key=lambda r: -abs(r[2]))[:n]
 
     def per_head(self) -> dict[str, float]:
@@ -206,7 +229,7 @@ class HeadPatching:
 
 @analysis_threads()
 @torch.no_grad()
-def patch_heads(model, clean, corrupted, modules: Optional[Sequence[str]] = None, min_gap: float = 1e-3) -> HeadPatching:
+def patch_heads(model, clean, corrupted, modules: Sequence[str] | None = None, min_gap: float = 1e-3) -> HeadPatching:
     """Patch every head's z at every query position, one at a time (one batch per module).
     `min_gap`: per-output effects are NaN where clean and corrupted differ by less than this."""
     if isinstance(min_gap, bool) or not isinstance(min_gap, (int, float)) or not min_gap >= 0:
@@ -224,10 +247,10 @@ def patch_heads(model, clean, corrupted, modules: Optional[Sequence[str]] = None
     gap = m_clean - m_corrupted
     effect, by_output = {}, {}
     for name in modules:
-        z_clean = cache[f"{name}.hook_z"]                       # (1, heads, q_pos, d_head)
+        z_clean = cache[f"{name}.hook_z"]  # (1, heads, q_pos, d_head)
         n_heads, n_pos = z_clean.shape[1], z_clean.shape[2]
         head_of = torch.arange(n_heads).repeat_interleave(n_pos)  # row r patches head r // n_pos ...
-        pos_of = torch.arange(n_pos).repeat(n_heads)              # ... at position r % n_pos
+        pos_of = torch.arange(n_pos).repeat(n_heads)  # ... at position r % n_pos
 
         def put_rows(rows: Tensor, z_clean=z_clean, head_of=head_of, pos_of=pos_of):
             def put(z: Tensor, hook) -> Tensor:
@@ -235,6 +258,7 @@ def patch_heads(model, clean, corrupted, modules: Optional[Sequence[str]] = None
                 h, p = head_of[rows], pos_of[rows]
                 z[torch.arange(len(rows)), h, p] = z_clean[0, h, p]
                 return z
+
             return put
 
         per_out, base = _patched_rows(s, f"{name}.hook_z", n_heads * n_pos, put_rows)  # (rows, outputs)
@@ -247,8 +271,9 @@ def patch_heads(model, clean, corrupted, modules: Optional[Sequence[str]] = None
 
 @analysis_threads()
 @torch.no_grad()
-def patch_residual(model, clean, corrupted, names: Optional[Sequence[str]] = None,
-                   output: Optional[int] = None) -> dict[str, np.ndarray]:
+def patch_residual(
+    model, clean, corrupted, names: Sequence[str] | None = None, output: int | None = None
+) -> dict[str, np.ndarray]:
     """Patch the residual stream at each of `names` (default: every layer's hook_resid_post) one
     position at a time: {name: (positions,) normalised effect} on the whole answer, or on answer
     token `output` alone. Read top to bottom, it shows where the difference between the inputs
@@ -267,16 +292,19 @@ def patch_residual(model, clean, corrupted, names: Optional[Sequence[str]] = Non
     _gap(s, m_clean, m_corrupted, "answer" if output is None else f"answer token {output}")
     out = {}
     for name in names:
-        value = cache[name]                                      # (1, pos, d_model)
+        value = cache[name]  # (1, pos, d_model)
         if value.dim() != 3:
-            raise ValueError(f"{name} has shape {tuple(value.shape)}: patch_residual patches (batch, pos, d_model) "
-                             "activations; per-head ones go to patch() or patch_heads()")
+            raise ValueError(
+                f"{name} has shape {tuple(value.shape)}: patch_residual patches (batch, pos, d_model) "
+                "activations; per-head ones go to patch() or patch_heads()"
+            )
 
         def put_rows(rows: Tensor, value=value):
             def put(x: Tensor, hook) -> Tensor:
                 x = x.clone()
                 x[torch.arange(len(rows)), rows] = value[0, rows]  # batch row i patches position rows[i]
                 return x
+
             return put
 
         per_out, base = _patched_rows(s, name, value.shape[1], put_rows)
@@ -284,19 +312,20 @@ def patch_residual(model, clean, corrupted, names: Optional[Sequence[str]] = Non
     return out
 
 
-def carry_pair(a: int, b: int, column: int = 0, n_digits: int = 3) -> Optional[tuple[str, str]]:
+def carry_pair(a: int, b: int, column: int = 0, n_digits: int = 3) -> tuple[str, str] | None:
     """For a problem whose column `column` (0 = units) carries, the same problem with b's digit
     in that column lowered just enough that it does not: ("125+137", "125+134"). Only that one
     carry changes (None when no such b exists, or when the change would alter another carry)."""
     from ..adder.data import carry_stats
-    digit_a, digit_b = (a // 10 ** column) % 10, (b // 10 ** column) % 10
-    carry_in = 0 if column == 0 else int(((a % 10 ** column) + (b % 10 ** column)) >= 10 ** column)
+
+    digit_a, digit_b = (a // 10**column) % 10, (b // 10**column) % 10
+    carry_in = 0 if column == 0 else int(((a % 10**column) + (b % 10**column)) >= 10**column)
     if digit_a + digit_b + carry_in < 10:
         return None
     new_digit = 9 - digit_a - carry_in
     if new_digit < 0:
         return None
-    b2 = b - (digit_b - new_digit) * 10 ** column
+    b2 = b - (digit_b - new_digit) * 10**column
     n_before, _ = carry_stats(np.array([a]), np.array([b]), n_digits)
     n_after, _ = carry_stats(np.array([a]), np.array([b2]), n_digits)
     if n_before[0] - n_after[0] != 1:  # the carry was the only one to go

@@ -6,38 +6,40 @@ Train on lengths 8–16, test up to 256. Two kinds of negatives, always reported
   * "hard": a sorted sequence with one adjacent pair swapped — a single violation
     the model must find among L - 1 pairs. This is the real test.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 import numpy as np
 import torch
 from torch import Tensor
 
-N_VALUES = 100                       # values 0 … 99
+N_VALUES = 100  # values 0 … 99
 TRAIN_LENGTHS = tuple(range(8, 17))  # 8 … 16
 TEST_LENGTHS = TRAIN_LENGTHS + (32, 64, 128, 256)
 NEGATIVES = ("hard", "shuffle")
 
 
-def sorted_sequences(rng: np.random.Generator, n: int, length: int, p_narrow: float = 0.0,
-                     max_width: int = 30) -> np.ndarray:
+def sorted_sequences(
+    rng: np.random.Generator, n: int, length: int, p_narrow: float = 0.0, max_width: int = 30
+) -> np.ndarray:
     """(n, length) sorted rows. A share p_narrow draws from a narrow window [lo, lo + w],
     w ≤ max_width, so neighbouring distinct values mostly differ by 1 — as they do at
     length 256, where 256 values share 0–99. The rest draw from all of 0–99."""
     width = np.where(rng.random(n) < p_narrow, rng.integers(1, max_width + 1, n), N_VALUES - 1)
-    lo = rng.integers(0, N_VALUES - width)                 # window start, inclusive
+    lo = rng.integers(0, N_VALUES - width)  # window start, inclusive
     values = lo[:, None] + np.floor(rng.random((n, length)) * (width[:, None] + 1)).astype(np.int64)
     return np.sort(values, axis=1)
 
 
-def swap_one_pair(rng: np.random.Generator, seqs: np.ndarray, weights: Optional[np.ndarray] = None) -> np.ndarray:
+def swap_one_pair(rng: np.random.Generator, seqs: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
     """Hard negatives: swap one adjacent pair (i, i+1) with x_i < x_{i+1}, chosen uniformly
     among such pairs, or with probability ∝ weights[i] (length - 1,) when given.
 
     Every row must have such a pair (not be constant); the result has exactly one descent."""
-    strict = np.diff(seqs, axis=1) > 0                     # (n, length - 1)
+    strict = np.diff(seqs, axis=1) > 0  # (n, length - 1)
     if not strict.any(axis=1).all():
         raise ValueError("a constant sequence cannot be made unsorted by one swap")
     w = strict * (1.0 if weights is None else np.asarray(weights, dtype=float)[None])
@@ -51,7 +53,7 @@ def swap_one_pair(rng: np.random.Generator, seqs: np.ndarray, weights: Optional[
 def shuffle_rows(rng: np.random.Generator, seqs: np.ndarray) -> np.ndarray:
     """Shuffle negatives: each non-constant row permuted at random until it is unsorted."""
     out = rng.permuted(seqs, axis=1)
-    while (again := is_sorted(out)).any():                 # rare beyond length 8
+    while (again := is_sorted(out)).any():  # rare beyond length 8
         out[again] = rng.permuted(out[again], axis=1)
     return out
 
@@ -63,13 +65,20 @@ def is_sorted(seqs: np.ndarray) -> np.ndarray:
 def sorted_non_constant(rng: np.random.Generator, n: int, length: int, p_narrow: float = 0.0) -> np.ndarray:
     """sorted_sequences() redrawing constant rows: every row can then be made unsorted."""
     seqs = sorted_sequences(rng, n, length, p_narrow)
-    while (flat := seqs[:, 0] == seqs[:, -1]).any():       # a constant row has no negative
+    while (flat := seqs[:, 0] == seqs[:, -1]).any():  # a constant row has no negative
         seqs[flat] = sorted_sequences(rng, int(flat.sum()), length, p_narrow)
     return seqs
 
 
-def labelled_set(rng: np.random.Generator, n_pos: int, n_hard: int, n_shuffle: int, length: int,
-                 p_narrow: float = 0.0, pair_weights: Optional[np.ndarray] = None):
+def labelled_set(
+    rng: np.random.Generator,
+    n_pos: int,
+    n_hard: int,
+    n_shuffle: int,
+    length: int,
+    p_narrow: float = 0.0,
+    pair_weights: np.ndarray | None = None,
+):
     """Sorted rows (label 1), then hard and shuffle negatives (label 0) of one length.
     Returns (rows, labels, kind) with kind 0 = sorted, 1 = hard, 2 = shuffle."""
     pos = sorted_non_constant(rng, n_pos, length, p_narrow)
@@ -80,14 +89,14 @@ def labelled_set(rng: np.random.Generator, n_pos: int, n_hard: int, n_shuffle: i
     return rows, (kind == 0).astype(np.float32), kind
 
 
-@dataclass
+@dataclass(frozen=True)  # shared as a default argument: never changed in place (replace() makes a new one)
 class DataConfig:
-    seed: int = 0            # one fixed data set for every encoding and model seed
-    n_train: int = 10_000    # balanced: half sorted, half negatives
-    n_val: int = 2_000       # lengths 8–16, test-like values (0–99): 1,000 sorted, 500 hard, 500 shuffle
-    n_test: int = 500        # per length and negative kind: 250 sorted + 250 negatives
-    p_hard: float = 0.8      # share of training negatives that are hard (the rest shuffles)
-    p_narrow: float = 0.5    # share of training rows drawn from a narrow value window (small gaps)
+    seed: int = 0  # one fixed data set for every encoding and model seed
+    n_train: int = 10_000  # balanced: half sorted, half negatives
+    n_val: int = 2_000  # lengths 8–16, test-like values (0–99): 1,000 sorted, 500 hard, 500 shuffle
+    n_test: int = 500  # per length and negative kind: 250 sorted + 250 negatives
+    p_hard: float = 0.8  # share of training negatives that are hard (the rest shuffles)
+    p_narrow: float = 0.5  # share of training rows drawn from a narrow value window (small gaps)
     even_pairs: bool = True  # swap late pairs more often: they exist only in long rows (see make_train_set)
 
 
@@ -107,7 +116,7 @@ def make_train_set(cfg: DataConfig = DataConfig()):
         n = per_len + (1 if i < cfg.n_train % len(TRAIN_LENGTHS) else 0)
         n_neg = n // 2
         n_hard = round(n_neg * cfg.p_hard)
-        weights = 1.0 / have_pair[:length - 1] if cfg.even_pairs else None
+        weights = 1.0 / have_pair[: length - 1] if cfg.even_pairs else None
         r, y, _ = labelled_set(rng, n - n_neg, n_hard, n_neg - n_hard, length, cfg.p_narrow, weights)
         rows += r
         labels.append(y)
@@ -143,11 +152,11 @@ def pad_batch(seqs: Sequence[Sequence[int]], device=None) -> tuple[Tensor, Tenso
     tokens = np.zeros((len(seqs), n_pos), dtype=np.int64)
     pad = np.ones((len(seqs), n_pos), dtype=bool)
     for i, s in enumerate(seqs):
-        tokens[i, :len(s)], pad[i, :len(s)] = s, False
+        tokens[i, : len(s)], pad[i, : len(s)] = s, False
     return torch.from_numpy(tokens).to(device), torch.from_numpy(pad).to(device)
 
 
-def validate(seqs, max_len: Optional[int], limit: Optional[str] = None) -> list[list[int]]:
+def validate(seqs, max_len: int | None, limit: str | None = None) -> list[list[int]]:
     """Lists of ints 0–99, each non-empty and no longer than max_len; ValueError naming the
     culprit. `limit` says where max_len comes from (default: the encoding's position table)."""
     if isinstance(seqs, (str, bytes)) or not hasattr(seqs, "__len__"):
@@ -161,9 +170,14 @@ def validate(seqs, max_len: Optional[int], limit: Optional[str] = None) -> list[
         if len(s) == 0:
             raise ValueError(f"sequence {i} is empty; a sequence needs at least one value")
         if max_len is not None and len(s) > max_len:
-            raise ValueError(f"sequence {i} has length {len(s)}, longer than "
-                             + (f"{limit} allows ({max_len} positions)" if limit else
-                                f"this encoding supports ({max_len} positions)"))
+            raise ValueError(
+                f"sequence {i} has length {len(s)}, longer than "
+                + (
+                    f"{limit} allows ({max_len} positions)"
+                    if limit
+                    else f"this encoding supports ({max_len} positions)"
+                )
+            )
         for v in s:
             if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
                 raise ValueError(f"sequence {i} holds {v!r}, which is not an integer")
@@ -171,4 +185,3 @@ def validate(seqs, max_len: Optional[int], limit: Optional[str] = None) -> list[
                 raise ValueError(f"sequence {i} holds {v}, outside the values 0–{N_VALUES - 1}")
         out.append([int(v) for v in s])
     return out
-

@@ -1,11 +1,12 @@
 """The committed classifiers and results in data/: where they live and how they load."""
+
 from __future__ import annotations
 
 import functools
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Optional, cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -19,9 +20,11 @@ SEEDS = (0, 1, 2)
 KIND = "sortedness"  # checkpoint kind, checked on load
 RUNS_FOLDER = "sortedness-runs"  # every run but the six seed-0 classifiers: seeds 1-2 and the variants
 # Trained with the first seed only, beside the max-pool runs of every encoding.
-VARIANTS = {"readout-mean": SortednessConfig(encoding="relative", readout="mean"),
-            "readout-first": SortednessConfig(encoding="relative", readout="first"),
-            "learned-random-init": SortednessConfig(encoding="learned", learned_init="random")}
+VARIANTS = {
+    "readout-mean": SortednessConfig(encoding="relative", readout="mean"),
+    "readout-first": SortednessConfig(encoding="relative", readout="first"),
+    "learned-random-init": SortednessConfig(encoding="learned", learned_init="random"),
+}
 
 
 def checkpoint_path(encoding: str, data_dir: Path = DATA_DIR) -> Path:
@@ -61,13 +64,23 @@ def _int_keys(obj):
 def load_results(path: Path = RESULTS_PATH) -> dict:
     """The committed results: results["encodings"]["relative"]["hard"][256]["mean"]."""
     import json
+
     return _int_keys(json.loads(Path(path).read_text()))
 
 
 def classifier_config_problems(cfg: SortednessConfig) -> list[str]:
     """What is out of range in a sortedness config (sanity bounds, far above the kit's sizes)."""
-    found = out_of_range(cfg, (("d_model", 1, 4096), ("n_heads", 1, 64), ("n_layers", 1, 48), ("d_ff", 1, 16384),
-                               ("max_len", 1, 1 << 16), ("n_exact", 0, 1024)))
+    found = out_of_range(
+        cfg,
+        (
+            ("d_model", 1, 4096),
+            ("n_heads", 1, 64),
+            ("n_layers", 1, 48),
+            ("d_ff", 1, 16384),
+            ("max_len", 1, 1 << 16),
+            ("n_exact", 0, 1024),
+        ),
+    )
     if not found and cfg.encoding == "rope" and (cfg.d_model // cfg.n_heads) % 2:
         found.append(f"rope needs an even d_head, not {cfg.d_model // cfg.n_heads}")
     return found
@@ -89,9 +102,9 @@ def _load(path: Path, device: str) -> SortednessClassifier:
 
 # The load-time check: a fixed sample like the validation set (sorted rows and one-swap negatives,
 # lengths 8–16) and one at length 64, where the relative schemes' far-offset settings show.
-CHECK_LENGTH, CHECK_ROWS = 64, 256   # rows per class in range; half as many at CHECK_LENGTH
-_PASSED: set = set()                 # checksums of the files whose behaviour was checked
-CHECK_SLACK = 0.08                   # below the stored accuracy by more: refused (seeds, CPUs move it ~0.02)
+CHECK_LENGTH, CHECK_ROWS = 64, 256  # rows per class in range; half as many at CHECK_LENGTH
+_PASSED: set = set()  # checksums of the files whose behaviour was checked
+CHECK_SLACK = 0.08  # below the stored accuracy by more: refused (seeds, CPUs move it ~0.02)
 
 
 @functools.lru_cache(maxsize=1)
@@ -112,16 +125,20 @@ def _balanced_accuracy(model: SortednessClassifier, rows, labels: np.ndarray) ->
     return float((right[labels > 0.5].mean() + right[labels < 0.5].mean()) / 2)
 
 
-def _shortfall(model: SortednessClassifier, metrics: dict, path: Path) -> Optional[str]:
+def _shortfall(model: SortednessClassifier, metrics: dict, path: Path) -> str | None:
     """None, or how the model falls short of its stored hard-negative accuracies on the check sets."""
-    stored = {"val": (metrics.get("val") or {}).get("hard") if isinstance(metrics.get("val"), dict) else None,
-              CHECK_LENGTH: (metrics.get("hard") or {}).get(CHECK_LENGTH) if isinstance(metrics.get("hard"), dict) else None}
+    stored = {
+        "val": (metrics.get("val") or {}).get("hard") if isinstance(metrics.get("val"), dict) else None,
+        CHECK_LENGTH: (metrics.get("hard") or {}).get(CHECK_LENGTH) if isinstance(metrics.get("hard"), dict) else None,
+    }
     for where, rows, labels in _check_sets():
         value = stored[where]
         key = "val.hard" if where == "val" else f"hard[{where}]"
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-            raise ValueError(f"checkpoint {path}: its metrics hold {key} = {value!r}, not an accuracy 0 … 1 "
-                             "(the kit always stores one): the file was edited")
+            raise ValueError(
+                f"checkpoint {path}: its metrics hold {key} = {value!r}, not an accuracy 0 … 1 "
+                "(the kit always stores one): the file was edited"
+            )
         if model.length_cap < max(len(r) for r in rows):
             continue
         quick = _balanced_accuracy(model, rows, labels)
@@ -131,8 +148,13 @@ def _shortfall(model: SortednessClassifier, metrics: dict, path: Path) -> Option
 
 
 # The config fields a hand edit can flip without changing any weight's shape.
-FLIPPABLE = {"readout": ("max", "mean", "first"), "far_as_one": (True, False), "alibi_directional": (True, False),
-             "encoding": ("sinusoidal", "none", "alibi", "rope", "relative"), "n_exact": tuple(range(1, 9))}
+FLIPPABLE = {
+    "readout": ("max", "mean", "first"),
+    "far_as_one": (True, False),
+    "alibi_directional": (True, False),
+    "encoding": ("sinusoidal", "none", "alibi", "rope", "relative"),
+    "n_exact": tuple(range(1, 9)),
+}
 
 
 def check_behaviour(model: SortednessClassifier, path: Path) -> None:
@@ -152,8 +174,10 @@ def check_behaviour(model: SortednessClassifier, path: Path) -> None:
             except (RuntimeError, ValueError):
                 continue  # the weights do not even fit this config
             if _shortfall(other.eval(), metrics, path) is None:
-                raise ValueError(f"checkpoint {path}: {wrong}; its config says {field}={getattr(model.cfg, field)!r}, "
-                                 f"but the weights were trained with {field}={value!r}")
+                raise ValueError(
+                    f"checkpoint {path}: {wrong}; its config says {field}={getattr(model.cfg, field)!r}, "
+                    f"but the weights were trained with {field}={value!r}"
+                )
     raise ValueError(f"checkpoint {path}: {wrong}: its config or weights do not fit its metrics")
 
 
@@ -177,8 +201,10 @@ def load_run(name: str, seed: int, data_dir: Path = DATA_DIR, device: str = "cpu
     model = _load(path, device)
     for field in ("encoding", "readout", "learned_init"):
         if getattr(model.cfg, field) != getattr(want, field):
-            raise ValueError(f"checkpoint {path} holds a classifier with {field}={getattr(model.cfg, field)!r}, "
-                             f"not run {name!r} ({field}={getattr(want, field)!r})")
+            raise ValueError(
+                f"checkpoint {path} holds a classifier with {field}={getattr(model.cfg, field)!r}, "
+                f"not run {name!r} ({field}={getattr(want, field)!r})"
+            )
     if model.metrics.get("seed") != seed:
         raise ValueError(f"checkpoint {path} was trained with seed {model.metrics.get('seed')!r}, not {seed}")
     return model

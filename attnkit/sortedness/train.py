@@ -1,10 +1,10 @@
 """Training and evaluating one sortedness classifier (the experiment over every encoding ×
 seed is in attnkit/experiments/sortedness_runs.py)."""
+
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 import torch
@@ -12,20 +12,20 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from ..core.runtime import TrainResult, adamw, default_device, warmup_cosine
-from .data import NEGATIVES, N_VALUES, make_train_set, pad_batch
+from .data import N_VALUES, NEGATIVES, make_train_set, pad_batch
 from .model import SortednessClassifier, SortednessConfig
 
-@dataclass
+
+@dataclass(frozen=True)  # shared as a default argument: never changed in place (replace() makes a new one)
 class SortednessTrainConfig:
-    seed: int = 0            # model initialisation and batch order
-    steps: int = 2000        # optimizer steps (~25 epochs of the 10,000 rows; see train_config)
-    batch_size: int = 128    # rows per step, all of one length (so nothing is padded)
-    lr: float = 3e-3         # peak, after a short warm-up, cosine-decayed to 0 (see train_config)
+    seed: int = 0  # model initialisation and batch order
+    steps: int = 2000  # optimizer steps (~25 epochs of the 10,000 rows; see train_config)
+    batch_size: int = 128  # rows per step, all of one length (so nothing is padded)
+    lr: float = 3e-3  # peak, after a short warm-up, cosine-decayed to 0 (see train_config)
     warmup_steps: int = 50
     weight_decay: float = 0.0
-    shift: bool = True       # add a random constant to each training row (keeps it in 0–99): same label
-    clip: float = 0.0        # clip the gradient's norm to this (0: not clipped); see train_config
-
+    shift: bool = True  # add a random constant to each training row (keeps it in 0–99): same label
+    clip: float = 0.0  # clip the gradient's norm to this (0: not clipped); see train_config
 
 
 def train_config(model_cfg: SortednessConfig, seed: int) -> SortednessTrainConfig:
@@ -50,8 +50,13 @@ def train_config(model_cfg: SortednessConfig, seed: int) -> SortednessTrainConfi
     return SortednessTrainConfig(seed=seed)
 
 
-def train_classifier(model_cfg: SortednessConfig = SortednessConfig(), train_cfg: SortednessTrainConfig = SortednessTrainConfig(),
-                     train_set=None, device: Optional[str] = None, progress: bool = True) -> TrainResult[SortednessClassifier]:
+def train_classifier(
+    model_cfg: SortednessConfig = SortednessConfig(),
+    train_cfg: SortednessTrainConfig = SortednessTrainConfig(),
+    train_set=None,
+    device: str | None = None,
+    progress: bool = True,
+) -> TrainResult[SortednessClassifier]:
     """Train on `train_set` (rows, labels) — by default make_train_set() — for train_cfg.steps."""
     device = device or default_device()
     rows, labels = train_set if train_set is not None else make_train_set()
@@ -60,21 +65,27 @@ def train_classifier(model_cfg: SortednessConfig = SortednessConfig(), train_cfg
     model = SortednessClassifier(model_cfg).to(device)
     opt = adamw(model.parameters(), train_cfg.lr, train_cfg.weight_decay, device)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_cosine(s, train_cfg.warmup_steps, train_cfg.steps))
-    all_tokens, _ = pad_batch(rows)                         # (n, 16): pad once, index per step
+    all_tokens, _ = pad_batch(rows)  # (n, 16): pad once, index per step
     lengths = np.array([len(r) for r in rows])
     lo, hi = np.array([r.min() for r in rows]), np.array([r.max() for r in rows])
     result, start = TrainResult(model), time.perf_counter()
     batches: list = []
     model.train()
-    for step in tqdm(range(train_cfg.steps), desc=f"{model_cfg.encoding} seed {train_cfg.seed}",
-                     disable=not progress, leave=False):
+    for step in tqdm(
+        range(train_cfg.steps), desc=f"{model_cfg.encoding} seed {train_cfg.seed}", disable=not progress, leave=False
+    ):
         if not batches:  # a fresh epoch: every batch holds one length, so nothing is padded
-            batches = [chunk for L in np.unique(lengths)
-                       for chunk in np.array_split(rng.permutation(np.flatnonzero(lengths == L)),
-                                                   max(1, round((lengths == L).sum() / train_cfg.batch_size)))]
+            batches = [
+                chunk
+                for L in np.unique(lengths)
+                for chunk in np.array_split(
+                    rng.permutation(np.flatnonzero(lengths == L)),
+                    max(1, round((lengths == L).sum() / train_cfg.batch_size)),
+                )
+            ]
             batches = [batches[i] for i in rng.permutation(len(batches))]
         idx = batches.pop()
-        tokens = all_tokens[idx, :lengths[idx[0]]]
+        tokens = all_tokens[idx, : lengths[idx[0]]]
         if train_cfg.shift:  # sortedness ignores a common offset; the model must not memorise values
             tokens = tokens + torch.from_numpy(rng.integers(-lo[idx], N_VALUES - hi[idx]))[:, None]
         tokens, pad = tokens.to(device), None
@@ -106,7 +117,7 @@ def accuracy_by_kind(model: SortednessClassifier, rows, labels: np.ndarray, kind
 def evaluate_classifier(model: SortednessClassifier, val_set, test_sets) -> dict:
     """{"val": {"hard", "shuffle"}, "hard": {length: acc}, "shuffle": {length: acc}}"""
     by_len = {length: accuracy_by_kind(model, *t) for length, t in test_sets.items()}
-    return {"val": accuracy_by_kind(model, *val_set),
-            **{neg: {length: acc[neg] for length, acc in by_len.items()} for neg in NEGATIVES}}
-
-
+    return {
+        "val": accuracy_by_kind(model, *val_set),
+        **{neg: {length: acc[neg] for length, acc in by_len.items()} for neg in NEGATIVES},
+    }

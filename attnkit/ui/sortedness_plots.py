@@ -2,10 +2,11 @@
 
 Every function returns a plain matplotlib Figure: save it with fig.savefig("x.png") or ".svg".
 """
+
 from __future__ import annotations
 
 import html
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -13,10 +14,10 @@ import torch
 
 from ..core.positional import ENCODINGS, sinusoidal_table
 from ..core.runtime import model_device
+from ..sortedness import NEGATIVES, TRAIN_LENGTHS, SortednessClassifier, labelled_set, validate
 from .figure_policy import SMALLEST_PT as SMALL
 from .plotting import heatmap_grid, png_bytes
 from .widget_tools import Serial, hide_image, show_image
-from ..sortedness import NEGATIVES, TRAIN_LENGTHS, SortednessClassifier, labelled_set, validate
 
 COLORS: dict[str, tuple] = dict(zip(ENCODINGS, plt.get_cmap("tab10")(range(len(ENCODINGS)))))
 MARKERS: dict[str, str] = dict(zip(ENCODINGS, "osD^vP"))
@@ -34,10 +35,23 @@ def plot_curves(results: dict, encodings: Sequence[str] = ENCODINGS, title: str 
             lengths = sorted(curve)
             mean = [curve[L]["mean"] for L in lengths]
             shift = 2 ** (0.05 * (i - (len(encodings) - 1) / 2))
-            ax.plot([L * shift for L in lengths], mean, "-", marker=MARKERS.get(enc, "o"), ms=5, mfc="white",
-                    label=enc, color=COLORS.get(enc))
-            ax.fill_between(lengths, [curve[L]["min"] for L in lengths], [curve[L]["max"] for L in lengths],
-                            color=COLORS.get(enc), alpha=0.2)
+            ax.plot(
+                [L * shift for L in lengths],
+                mean,
+                "-",
+                marker=MARKERS.get(enc, "o"),
+                ms=5,
+                mfc="white",
+                label=enc,
+                color=COLORS.get(enc),
+            )
+            ax.fill_between(
+                lengths,
+                [curve[L]["min"] for L in lengths],
+                [curve[L]["max"] for L in lengths],
+                color=COLORS.get(enc),
+                alpha=0.2,
+            )
         ax.axvspan(min(TRAIN_LENGTHS), TRAIN_MAX, color="grey", alpha=0.15, label="training lengths")
         ax.axhline(0.5, color="black", lw=0.8, ls=":")
         ax.set_xscale("log", base=2)
@@ -47,23 +61,32 @@ def plot_curves(results: dict, encodings: Sequence[str] = ENCODINGS, title: str 
     axes[0].set_ylabel("balanced accuracy (0.5 = chance)")
     axes[0].set_ylim(0.4, 1.04)
     axes[1].legend(loc="center right", fontsize=9)  # the empty band between 1.0 and 0.5
-    fig.suptitle(title or "Extrapolation: trained on lengths 8–16, tested to 256\n"
-                 "(band: min–max over seeds; curves shifted sideways a little so that coinciding ones show)",
-                 fontsize=11)
+    fig.suptitle(
+        title
+        or "Extrapolation: trained on lengths 8–16, tested to 256\n"
+        "(band: min–max over seeds; curves shifted sideways a little so that coinciding ones show)",
+        fontsize=11,
+    )
     fig.tight_layout()
     return fig
 
 
 def one_seed(result: dict, index: int = 0) -> dict:
     """The same structure as one encoding's results, holding only the seed at `index`."""
+
     def pick(stats: dict) -> dict:
         x = stats["seeds"][index]
         return {"mean": x, "std": 0.0, "min": x, "max": x, "seeds": [x]}
+
     return {part: {key: pick(stats) for key, stats in table.items()} for part, table in result.items()}
 
 
-def results_table(results: dict, negative: str = "hard", lengths: Sequence[int] = (32, 64, 128, 256),
-                  encodings: Optional[Sequence[str]] = None) -> str:
+def results_table(
+    results: dict,
+    negative: str = "hard",
+    lengths: Sequence[int] = (32, 64, 128, 256),
+    encodings: Sequence[str] | None = None,
+) -> str:
     """A markdown table: validation accuracy (lengths 8–16) and test accuracy at each length,
     mean ± std over seeds."""
     encodings = encodings or list(results)
@@ -72,19 +95,22 @@ def results_table(results: dict, negative: str = "hard", lengths: Sequence[int] 
     rows = [head, "|" + "---|" * (len(lengths) + 2)]
     for enc in encodings:
         r = results[enc]
-        rows.append(f"| {enc} | {cell(r['val'][negative])} | " + " | ".join(cell(r[negative][L]) for L in lengths) + " |")
+        rows.append(
+            f"| {enc} | {cell(r['val'][negative])} | " + " | ".join(cell(r[negative][L]) for L in lengths) + " |"
+        )
     return "\n".join(rows)
 
 
 def _heatmap(ax, data, title, xlabel, ylabel, cmap="RdBu_r", symmetric=True):
     vmax = float(np.abs(data).max()) if symmetric else None
-    im = ax.imshow(data, aspect="auto", cmap=cmap, vmin=-vmax if symmetric else None, vmax=vmax,
-                   interpolation="nearest")
+    im = ax.imshow(
+        data, aspect="auto", cmap=cmap, vmin=-vmax if symmetric else None, vmax=vmax, interpolation="nearest"
+    )
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     return im
 
 
-def plot_position_term(scores: np.ndarray, title: str, boundary: Optional[int] = TRAIN_MAX) -> plt.Figure:
+def plot_position_term(scores: np.ndarray, title: str, boundary: int | None = TRAIN_MAX) -> plt.Figure:
     """One head's position-only attention score (q_pos, k_pos), on a diverging map centred on 0
     (red positive, blue negative) with its colour bar; lines at the longest training length."""
     fig, ax = plt.subplots(figsize=(6, 4.8))
@@ -100,14 +126,22 @@ def plot_position_term(scores: np.ndarray, title: str, boundary: Optional[int] =
 def plot_position_tables(learned: torch.Tensor, d_model: int = 64) -> plt.Figure:
     """The learned table (rows = positions; rows ≥ 16 never trained) beside the sinusoidal one."""
     fig, axes = plt.subplots(2, 1, figsize=(9.2, 7.6))  # one above the other: wide enough to read
-    tables = [("learned table (trained model)", learned.detach().cpu().numpy()),
-              ("sinusoidal table", sinusoidal_table(len(learned), d_model).numpy())]
+    tables = [
+        ("learned table (trained model)", learned.detach().cpu().numpy()),
+        ("sinusoidal table", sinusoidal_table(len(learned), d_model).numpy()),
+    ]
     for ax, (name, table) in zip(axes, tables):
         im = _heatmap(ax, table.T, name, "position", "dimension")
         fig.colorbar(im, ax=ax, fraction=0.04)
         ax.axvline(TRAIN_MAX - 0.5, color="black", lw=1.5)
-        ax.text(TRAIN_MAX + 2, 2, "positions ≥ 16: never in training", fontsize=SMALL, va="top",
-                bbox=dict(facecolor="white", alpha=0.8, lw=0))
+        ax.text(
+            TRAIN_MAX + 2,
+            2,
+            "positions ≥ 16: never in training",
+            fontsize=SMALL,
+            va="top",
+            bbox=dict(facecolor="white", alpha=0.8, lw=0),
+        )
     fig.tight_layout()
     return fig
 
@@ -125,8 +159,9 @@ def plot_position_similarity(tables: dict[str, torch.Tensor]) -> plt.Figure:
     return fig
 
 
-def plot_token_scores(models: dict[str, SortednessClassifier], length: int = 64, n: int = 32,
-                      seed: int = 0) -> plt.Figure:
+def plot_token_scores(
+    models: dict[str, SortednessClassifier], length: int = 64, n: int = 32, seed: int = 0
+) -> plt.Figure:
     """Where each model raises the alarm: the per-token "violation" score along sorted sequences
     (blue, mean and max over n) and, for n hard negatives, the score at the swapped pair (red dots,
     at the swap's position). Max pooling calls a sequence unsorted when any score is above 0."""
@@ -136,10 +171,10 @@ def plot_token_scores(models: dict[str, SortednessClassifier], length: int = 64,
     cols = min(3, len(models))  # small multiples in rows of three: 920 px wide at most
     n_rows = -(-len(models) // cols)
     fig, axes = plt.subplots(n_rows, cols, figsize=(3.07 * cols, 2.9 * n_rows + 0.5), sharey=True, squeeze=False)
-    for ax in axes.flat[len(models):]:
+    for ax in axes.flat[len(models) :]:
         ax.set_visible(False)
     for ax, (enc, model) in zip(axes.flat, models.items()):
-        scores = run_batch(model, rows)[1]                                  # (2n, L)
+        scores = run_batch(model, rows)[1]  # (2n, L)
         pos = np.arange(length)
         ax.plot(pos, scores[kind == 0].mean(0), color="tab:blue", label="sorted: mean")
         ax.plot(pos, scores[kind == 0].max(0), color="tab:blue", lw=0.8, ls="--", label="sorted: max")
@@ -179,9 +214,14 @@ def token_scores(model: SortednessClassifier, seq: Sequence[int]) -> np.ndarray:
     return run_one(model, seq)[1]
 
 
-def plot_attention(model: SortednessClassifier, seq: Sequence[int], title: str = "",
-                   window: Optional[tuple[int, int]] = None, cache: Optional[dict] = None,
-                   cell: Optional[float] = None) -> plt.Figure:
+def plot_attention(
+    model: SortednessClassifier,
+    seq: Sequence[int],
+    title: str = "",
+    window: tuple[int, int] | None = None,
+    cache: dict | None = None,
+    cell: float | None = None,
+) -> plt.Figure:
     """Every head's pattern for one sequence (plotting.heatmap_grid: layers down, heads across),
     the values as token labels, those of an out-of-order pair in red. `window` (start, stop)
     zooms into a slice of positions (rows then show only the keys inside it); by default the
@@ -191,11 +231,16 @@ def plot_attention(model: SortednessClassifier, seq: Sequence[int], title: str =
     names = sorted(k for k in cache if k.endswith(".hook_pattern"))
     patterns = np.stack([cache[name][0, :, lo:hi, lo:hi].cpu().numpy() for name in names])  # (layers, heads, q, k)
     labels = [str(v) for v in seq[lo:hi]]
-    fig = heatmap_grid(patterns, labels, labels,
-                       title or f"attention patterns ({model.cfg.encoding}), positions {lo}–{hi - 1}",
-                       row_titles=[name.removesuffix(".hook_pattern") for name in names],
-                       col_titles=[f"head {h}" for h in range(patterns.shape[1])],
-                       note="red: a value in an out-of-order neighbouring pair", cell=cell)
+    fig = heatmap_grid(
+        patterns,
+        labels,
+        labels,
+        title or f"attention patterns ({model.cfg.encoding}), positions {lo}–{hi - 1}",
+        row_titles=[name.removesuffix(".hook_pattern") for name in names],
+        col_titles=[f"head {h}" for h in range(patterns.shape[1])],
+        note="red: a value in an out-of-order neighbouring pair",
+        cell=cell,
+    )
     in_descent = {j for i in range(len(seq) - 1) if seq[i] > seq[i + 1] for j in (i, i + 1)}
     for panel in fig.attnkit_panels:
         for tick_labels in (panel.ax.get_xticklabels(), panel.ax.get_yticklabels()):
@@ -226,14 +271,20 @@ class SortednessExplorer:
         import ipywidgets as W
 
         self.models = models
-        self.encoding = W.Dropdown(options=list(models), description="encoding",
-                                   value="alibi" if "alibi" in models else list(models)[0])
+        self.encoding = W.Dropdown(
+            options=list(models), description="encoding", value="alibi" if "alibi" in models else list(models)[0]
+        )
         self.length = W.SelectionSlider(options=list(self.LENGTHS), value=16, description="length")
         self.kind = W.ToggleButtons(options=["sorted", "hard", "shuffle"], value="hard", description="sample")
         self.seed = W.Text(value="0", description="seed", continuous_update=False, layout=W.Layout(width="160px"))
-        self.custom = W.Text(value="", description="your own", continuous_update=False,
-                             placeholder="values 0–99, e.g. 3 5 5 9 8, then Enter (empty: the sample above)",
-                             layout=W.Layout(width="95%"), style={"description_width": "70px"})
+        self.custom = W.Text(
+            value="",
+            description="your own",
+            continuous_update=False,
+            placeholder="values 0–99, e.g. 3 5 5 9 8, then Enter (empty: the sample above)",
+            layout=W.Layout(width="95%"),
+            style={"description_width": "70px"},
+        )
         self.message = W.HTML()
         self.image = W.Image(format="png", layout=W.Layout(max_width="100%", height="auto"))
         self._serial = Serial(self._update_now)
@@ -242,8 +293,9 @@ class SortednessExplorer:
         self.custom.observe(self.update, names="value")
         for w in (self.length, self.kind, self.seed):
             w.observe(self._on_sample_control, names="value")
-        self.widget = W.VBox([W.HBox([self.encoding, self.seed]), self.length, self.kind, self.custom,
-                              self.message, self.image])
+        self.widget = W.VBox(
+            [W.HBox([self.encoding, self.seed]), self.length, self.kind, self.custom, self.message, self.image]
+        )
         self.widget.add_class("attnkit-sortedness-explorer")
         self.update()
 
@@ -304,8 +356,10 @@ class SortednessExplorer:
             lo = max(0, min(centre - self.WINDOW // 2 + 1, L - self.WINDOW))
             png = png_bytes(plot_attention(model, seq, window=(lo, min(L, lo + self.WINDOW)), cache=cache, cell=0.22))
         except ValueError as e:  # in the widget, never a traceback
-            self.message.value = (f"<b style='color:#b00020'>✗ {html.escape(str(e), quote=False)}</b> "
-                                  f"<i>(figure hidden until the sequence is fixed or cleared)</i>")
+            self.message.value = (
+                f"<b style='color:#b00020'>✗ {html.escape(str(e), quote=False)}</b> "
+                f"<i>(figure hidden until the sequence is fixed or cleared)</i>"
+            )
             hide_image(self.image)
             return
         if stale():
@@ -317,5 +371,6 @@ class SortednessExplorer:
             f"<b>{self.encoding.value}</b>, {source}, length {L}: P(sorted) = {p:.3f} → "
             f"{'sorted' if p > 0.5 else 'unsorted'}; truly {'sorted' if truth else 'unsorted'} "
             f"(<b>{verdict}</b>). Strongest violation score at position {where}; "
-            f"true descents at {shown or 'none'}.")
+            f"true descents at {shown or 'none'}."
+        )
         show_image(self.image, png)

@@ -51,7 +51,11 @@ class Serial:
             while True:
                 with self._cond:
                     generation = self._wanted
-                self._work(lambda generation=generation: self._wanted != generation)
+
+                def stale(generation: int = generation) -> bool:
+                    return self._wanted != generation
+
+                self._work(stale)
                 with self._cond:  # done only if nothing came in meanwhile (checked and cleared at once)
                     if self._wanted == generation:
                         self._running = False

@@ -12,6 +12,7 @@ on failure, Ctrl-C, SIGTERM or after --deadline seconds.
 
     build/hub/venv/bin/python tests/hub/hub_check.py --venv build/hub/venv --proxy PATH [--learners 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -122,11 +123,16 @@ class Hub:
 
     def check_learners_can_run_the_venv(self) -> None:
         """The venv's Python must be one every user may run (not one under root's 0700 home)."""
-        out = subprocess.run(["runuser", "-u", self.users[0], "--", self.venv / "bin/python", "-c", "import attnkit"],
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            ["runuser", "-u", self.users[0], "--", self.venv / "bin/python", "-c", "import attnkit"],
+            capture_output=True,
+            text=True,
+        )
         if out.returncode:
-            raise RuntimeError(f"a learner cannot run {self.venv}/bin/python ({out.stderr.strip()[-200:]}): make "
-                               "the hub's venv from a Python every user can run (make hub HUB_PYTHON=/usr/bin/python3.11)")
+            raise RuntimeError(
+                f"a learner cannot run {self.venv}/bin/python ({out.stderr.strip()[-200:]}): make "
+                "the hub's venv from a Python every user can run (make hub HUB_PYTHON=/usr/bin/python3.11)"
+            )
 
     def start(self) -> None:
         start = self.state / "start-learner.sh"
@@ -136,16 +142,31 @@ class Hub:
         for secret in ("cookie_secret",):
             (self.state / secret).write_text(secrets.token_hex(32))
             (self.state / secret).chmod(0o600)
-        (self.state / "jupyterhub_config.py").write_text(CONFIG.format(
-            port=self.port, hub_port=free_port(), proxy_api_port=free_port(), proxy=str(self.proxy),
-            proxy_token=secrets.token_hex(32), state=self.state, password=self.password, users=set(self.users),
-            start=str(start), token=self.token))
+        (self.state / "jupyterhub_config.py").write_text(
+            CONFIG.format(
+                port=self.port,
+                hub_port=free_port(),
+                proxy_api_port=free_port(),
+                proxy=str(self.proxy),
+                proxy_token=secrets.token_hex(32),
+                state=self.state,
+                password=self.password,
+                users=set(self.users),
+                start=str(start),
+                token=self.token,
+            )
+        )
         (self.state / "jupyterhub_config.py").chmod(0o600)
         self.log = open(self.state / "hub.log", "wb")
         env = {**os.environ, "PATH": f"{self.venv}/bin:{os.environ['PATH']}"}
-        self.process = subprocess.Popen([self.venv / "bin/jupyterhub", "-f", self.state / "jupyterhub_config.py"],
-                                        cwd=self.state, stdout=self.log, stderr=subprocess.STDOUT, env=env,
-                                        process_group=0)
+        self.process = subprocess.Popen(
+            [self.venv / "bin/jupyterhub", "-f", self.state / "jupyterhub_config.py"],
+            cwd=self.state,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            process_group=0,
+        )
 
     def stop(self) -> None:
         """Stop the hub, its proxy and every learner's server and kernels; remove the users and files."""
@@ -171,9 +192,13 @@ class Hub:
 
     # -- talking to the hub ------------------------------------------------------------------
     async def api(self, method: str, path: str, token: str, body=None, ok=(200, 201, 202, 204)):
-        request = HTTPRequest(self.url + path, method=method, headers={"Authorization": f"token {token}"},
-                              body=None if body is None and method in ("GET", "DELETE") else json.dumps(body or {}),
-                              follow_redirects=False)
+        request = HTTPRequest(
+            self.url + path,
+            method=method,
+            headers={"Authorization": f"token {token}"},
+            body=None if body is None and method in ("GET", "DELETE") else json.dumps(body or {}),
+            follow_redirects=False,
+        )
         try:
             response = await self.http.fetch(request, raise_error=False)
         except (ConnectionError, OSError):
@@ -199,15 +224,29 @@ class Hub:
         first = await self.http.fetch(self.url + "/hub/login", raise_error=False)
         cookies = "; ".join(c.split(";")[0] for c in first.headers.get_list("Set-Cookie"))
         xsrf = next(c.split("=", 1)[1] for c in cookies.split("; ") if c.startswith("_xsrf="))
-        response = await self.http.fetch(HTTPRequest(
-            self.url + "/hub/login?next=", method="POST", follow_redirects=False, headers={"Cookie": cookies},
-            body=urlencode({"username": user, "password": self.password, "_xsrf": xsrf})), raise_error=False)
+        response = await self.http.fetch(
+            HTTPRequest(
+                self.url + "/hub/login?next=",
+                method="POST",
+                follow_redirects=False,
+                headers={"Cookie": cookies},
+                body=urlencode({"username": user, "password": self.password, "_xsrf": xsrf}),
+            ),
+            raise_error=False,
+        )
         set_cookies = " ".join(response.headers.get_list("Set-Cookie"))
         if response.code != 302 or "jupyterhub-hub-login=" not in set_cookies:
             raise RuntimeError(f"{user} could not log in: HTTP {response.code}")
-        wrong = await self.http.fetch(HTTPRequest(
-            self.url + "/hub/login?next=", method="POST", follow_redirects=False, headers={"Cookie": cookies},
-            body=urlencode({"username": user, "password": "wrong", "_xsrf": xsrf})), raise_error=False)
+        wrong = await self.http.fetch(
+            HTTPRequest(
+                self.url + "/hub/login?next=",
+                method="POST",
+                follow_redirects=False,
+                headers={"Cookie": cookies},
+                body=urlencode({"username": user, "password": "wrong", "_xsrf": xsrf}),
+            ),
+            raise_error=False,
+        )
         if "jupyterhub-hub-login=" in " ".join(wrong.headers.get_list("Set-Cookie")):
             raise RuntimeError(f"{user} logged in with a wrong password")
 
@@ -219,8 +258,11 @@ class Learner:
 
     async def start_server(self, deadline: float) -> None:
         await self.hub.log_in(self.name)
-        self.token = (await self.hub.api("POST", f"/hub/api/users/{self.name}/tokens", self.hub.token,
-                                         {"note": "hub test", "expires_in": 3600}))["token"]
+        self.token = (
+            await self.hub.api(
+                "POST", f"/hub/api/users/{self.name}/tokens", self.hub.token, {"note": "hub test", "expires_in": 3600}
+            )
+        )["token"]
         await self.hub.api("POST", f"/hub/api/users/{self.name}/server", self.hub.token)
         while time.monotonic() < deadline:
             model = await self.hub.api("GET", f"/hub/api/users/{self.name}", self.hub.token)
@@ -237,8 +279,12 @@ class Learner:
         path = f"{COURSE}/{notebook}"
         model = await self.contents(path)
         nb = model["content"]
-        session = await self.hub.api("POST", f"/user/{self.name}/api/sessions", self.token,
-                                     {"path": path, "type": "notebook", "name": notebook, "kernel": {"name": "python3"}})
+        session = await self.hub.api(
+            "POST",
+            f"/user/{self.name}/api/sessions",
+            self.token,
+            {"path": path, "type": "notebook", "name": notebook, "kernel": {"name": "python3"}},
+        )
         kernel = Kernel(self, session["kernel"]["id"])
         await kernel.connect()
         start, error = time.monotonic(), None
@@ -246,8 +292,9 @@ class Learner:
             for cell in nb["cells"]:
                 if cell["cell_type"] != "code":
                     continue
-                cell["outputs"] = await kernel.execute("".join(cell["source"]) if isinstance(cell["source"], list)
-                                                       else cell["source"])
+                cell["outputs"] = await kernel.execute(
+                    "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+                )
                 error = next((o for o in cell["outputs"] if o["output_type"] == "error"), None)
                 if error:
                     break
@@ -256,15 +303,28 @@ class Learner:
             await self.hub.api("DELETE", f"/user/{self.name}/api/sessions/{session['id']}", self.token)
         await self.contents(path, {"type": "notebook", "format": "json", "content": nb})
         checks = [cell for cell in nb["cells"] if "check" in cell.get("metadata", {}).get("tags", [])]
-        lines = ["".join(o.get("text", "") for o in c.get("outputs", [])
-                         if o["output_type"] == "stream" and o["name"] == "stdout").strip() for c in checks]
-        return {"seconds": time.monotonic() - start, "error": error and f"{error['ename']}: {error['evalue']}",
-                "checks": lines}
+        lines = [
+            "".join(
+                o.get("text", "")
+                for o in c.get("outputs", [])
+                if o["output_type"] == "stream" and o["name"] == "stdout"
+            ).strip()
+            for c in checks
+        ]
+        return {
+            "seconds": time.monotonic() - start,
+            "error": error and f"{error['ename']}: {error['evalue']}",
+            "checks": lines,
+        }
 
-    async def probe(self, other: "Learner") -> dict:
+    async def probe(self, other: Learner) -> dict:
         """From this learner's kernel: can they list, read or write the other's home? And reach their server?"""
-        session = await self.hub.api("POST", f"/user/{self.name}/api/sessions", self.token,
-                                     {"path": "probe.ipynb", "type": "notebook", "name": "probe", "kernel": {"name": "python3"}})
+        session = await self.hub.api(
+            "POST",
+            f"/user/{self.name}/api/sessions",
+            self.token,
+            {"path": "probe.ipynb", "type": "notebook", "name": "probe", "kernel": {"name": "python3"}},
+        )
         kernel = Kernel(self, session["kernel"]["id"])
         await kernel.connect()
         try:
@@ -274,8 +334,11 @@ class Learner:
             await self.hub.api("DELETE", f"/user/{self.name}/api/sessions/{session['id']}", self.token)
         text = "".join(o.get("text", "") for o in outputs if o["output_type"] == "stream").strip()
         seen = json.loads(text.splitlines()[-1]) if text else {"kernel": str(outputs)}
-        request = HTTPRequest(f"{self.hub.url}/user/{other.name}/api/contents/{COURSE}",
-                              headers={"Authorization": f"token {self.token}"}, follow_redirects=False)
+        request = HTTPRequest(
+            f"{self.hub.url}/user/{other.name}/api/contents/{COURSE}",
+            headers={"Authorization": f"token {self.token}"},
+            follow_redirects=False,
+        )
         response = await self.hub.http.fetch(request, raise_error=False)
         seen["their server"] = "allowed" if response.code == 200 else f"denied (HTTP {response.code})"
         return seen
@@ -288,20 +351,42 @@ class Kernel:
         self.learner, self.id, self.session = learner, kernel_id, uuid.uuid4().hex
 
     async def connect(self) -> None:
-        url = (self.learner.hub.url.replace("http", "ws", 1) +
-               f"/user/{self.learner.name}/api/kernels/{self.id}/channels?session_id={self.session}")
-        self.ws = await websocket_connect(HTTPRequest(url, headers={"Authorization": f"token {self.learner.token}"}),
-                                          max_message_size=512 * 2 ** 20)
+        url = (
+            self.learner.hub.url.replace("http", "ws", 1)
+            + f"/user/{self.learner.name}/api/kernels/{self.id}/channels?session_id={self.session}"
+        )
+        self.ws = await websocket_connect(
+            HTTPRequest(url, headers={"Authorization": f"token {self.learner.token}"}), max_message_size=512 * 2**20
+        )
 
     async def execute(self, code: str, timeout: float = 600) -> list[dict]:
         msg_id = uuid.uuid4().hex
-        self.ws.write_message(json.dumps({
-            "header": {"msg_id": msg_id, "username": self.learner.name, "session": self.session,
-                       "msg_type": "execute_request", "version": "5.3",
-                       "date": datetime.datetime.now(datetime.timezone.utc).isoformat()},
-            "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
-            "content": {"code": code, "silent": False, "store_history": True, "user_expressions": {},
-                        "allow_stdin": False, "stop_on_error": True}}))
+        self.ws.write_message(
+            json.dumps(
+                {
+                    "header": {
+                        "msg_id": msg_id,
+                        "username": self.learner.name,
+                        "session": self.session,
+                        "msg_type": "execute_request",
+                        "version": "5.3",
+                        "date": datetime.datetime.now(datetime.UTC).isoformat(),
+                    },
+                    "parent_header": {},
+                    "metadata": {},
+                    "channel": "shell",
+                    "buffers": [],
+                    "content": {
+                        "code": code,
+                        "silent": False,
+                        "store_history": True,
+                        "user_expressions": {},
+                        "allow_stdin": False,
+                        "stop_on_error": True,
+                    },
+                }
+            )
+        )
         outputs, deadline = [], time.monotonic() + timeout
         while True:
             raw = await asyncio.wait_for(self.ws.read_message(), max(1.0, deadline - time.monotonic()))
@@ -316,11 +401,23 @@ class Kernel:
             if kind == "stream":
                 outputs.append({"output_type": "stream", "name": content["name"], "text": content["text"]})
             elif kind in ("display_data", "execute_result"):
-                outputs.append({"output_type": kind, "data": content["data"], "metadata": content.get("metadata", {}),
-                                **({"execution_count": content["execution_count"]} if kind == "execute_result" else {})})
+                outputs.append(
+                    {
+                        "output_type": kind,
+                        "data": content["data"],
+                        "metadata": content.get("metadata", {}),
+                        **({"execution_count": content["execution_count"]} if kind == "execute_result" else {}),
+                    }
+                )
             elif kind == "error":
-                outputs.append({"output_type": "error", "ename": content["ename"], "evalue": content["evalue"],
-                                "traceback": content["traceback"]})
+                outputs.append(
+                    {
+                        "output_type": "error",
+                        "ename": content["ename"],
+                        "evalue": content["evalue"],
+                        "traceback": content["traceback"],
+                    }
+                )
             elif kind == "status" and content["execution_state"] == "idle":
                 return outputs
 
@@ -353,8 +450,11 @@ async def serve_class(hub: Hub, timeout: float) -> list[str]:
     async def sample_memory():  # each learner's processes (server and kernels) together, every half second
         while True:
             for learner in learners:
-                total = sum(p.info["memory_info"].rss for p in psutil.process_iter(["username", "memory_info"])
-                            if p.info["username"] == learner.name and p.info["memory_info"])
+                total = sum(
+                    p.info["memory_info"].rss
+                    for p in psutil.process_iter(["username", "memory_info"])
+                    if p.info["username"] == learner.name and p.info["memory_info"]
+                )
                 peaks[learner.name] = max(peaks[learner.name], total)
             await asyncio.sleep(0.5)
 
@@ -364,15 +464,21 @@ async def serve_class(hub: Hub, timeout: float) -> list[str]:
         results = await asyncio.gather(*(run_all(learner) for learner in learners))
     finally:
         sampler.cancel()
-    print(f"notebooks {' and '.join(n[:2] for n in NOTEBOOKS)} run by {len(learners)} learners at once: "
-          f"{time.monotonic() - t:.1f} s")
-    print("peak resident memory of each learner's processes (server + kernel): " +
-          ", ".join(f"{name} {peak / 1e6:.0f} MB" for name, peak in peaks.items()))
+    print(
+        f"notebooks {' and '.join(n[:2] for n in NOTEBOOKS)} run by {len(learners)} learners at once: "
+        f"{time.monotonic() - t:.1f} s"
+    )
+    print(
+        "peak resident memory of each learner's processes (server + kernel): "
+        + ", ".join(f"{name} {peak / 1e6:.0f} MB" for name, peak in peaks.items())
+    )
     for learner, result in zip(learners, results):
         for notebook, r in result.items():
             passed = [line for line in r["checks"] if line.startswith("✅")]
-            print(f"  {learner.name} {notebook}: {r['seconds']:.1f} s, {len(passed)}/{len(r['checks'])} checks ✅"
-                  + (f", stopped at {r['error']}" if r["error"] else ""))
+            print(
+                f"  {learner.name} {notebook}: {r['seconds']:.1f} s, {len(passed)}/{len(r['checks'])} checks ✅"
+                + (f", stopped at {r['error']}" if r["error"] else "")
+            )
             if r["error"] or not r["checks"] or len(passed) != len(r["checks"]):
                 failures.append(f"{learner.name} {notebook}: {r['error'] or r['checks']}")
             saved = json.loads((Path(learner.home) / COURSE / notebook).read_text())
@@ -383,7 +489,7 @@ async def serve_class(hub: Hub, timeout: float) -> list[str]:
         print(f"  {learner.name} on {other.name}'s files and server: {seen}")
         if any(not value.startswith("denied") for value in seen.values()):
             failures.append(f"{learner.name} can reach {other.name}'s files or server: {seen}")
-    if any(p.name == "written-by-another-learner.txt" for l in learners for p in Path(l.home).iterdir()):
+    if any(p.name == "written-by-another-learner.txt" for one in learners for p in Path(one.home).iterdir()):
         failures.append("a learner wrote into another's home")
     return failures
 
@@ -403,6 +509,7 @@ def main(argv=None) -> int:
 
     def stop_now(signum, frame):
         raise KeyboardInterrupt(signal.Signals(signum).name)
+
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, stop_now)
 
