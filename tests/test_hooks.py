@@ -154,3 +154,51 @@ def test_another_threads_forward_waits_while_hooks_are_attached(model, batch):
         assert t.is_alive()  # blocked on the model's lock, not running with the ablation
     t.join()
     torch.testing.assert_close(seen["out"], clean, rtol=0, atol=0)
+
+
+# ---------------------------------------------------------------- what carries over from TransformerLens
+
+
+def test_transformerlens_style_snippets_run_as_written(model, batch):
+    """Hooks as a TransformerLens user writes them: fn(activation, hook) called with hook= as a
+    keyword, hook.name, fwd_hooks=, names_filter= (a predicate) and TL's 'hook_attn_scores'."""
+    src, tgt = batch
+    seen = []
+
+    def zero_head(z, hook):  # TL: z[:, :, head]; here the head axis is 1
+        seen.append(hook.name)
+        z = z.clone()
+        z[:, 1] = 0.0
+        return z
+
+    def keyword_only(pattern, *, hook):  # works only when called with hook= as a keyword
+        seen.append(hook.name)
+
+    out = model.run_with_hooks(
+        src, tgt, fwd_hooks=[("dec.cross.1.hook_z", zero_head), ("dec.cross.1.hook_pattern", keyword_only)]
+    )
+    assert seen == ["dec.cross.1.hook_pattern", "dec.cross.1.hook_z"]
+    with ablate_heads(model, ["dec.cross.1.1"]):
+        assert torch.allclose(out, model(src, tgt), atol=1e-6)
+
+    _, cache = model.run_with_cache(src, tgt, names_filter=lambda name: name.endswith("hook_pattern"))
+    assert set(cache) == {n for n in model.hook_names() if n.endswith("hook_pattern")}
+    _, cache = model.run_with_cache(src, tgt, names_filter="dec.cross.1.hook_attn_scores")
+    assert list(cache) == ["dec.cross.1.hook_scores"]
+    assert torch.equal(cache["dec.cross.1.hook_attn_scores"], cache["dec.cross.1.hook_scores"])
+    z = model.run_with_cache(src, tgt, names=["enc.self.0.hook_z"])[1]["enc.self.0.hook_z"]
+    assert z.shape == (src.size(0), model.cfg.n_heads, src.size(1), model.cfg.d_model // model.cfg.n_heads)
+
+
+def test_a_hook_that_cannot_take_hook_as_a_keyword_is_refused_before_running(model, batch):
+    src, tgt = batch
+    calls = []
+
+    def positional_only(z, point):
+        calls.append(1)
+
+    with pytest.raises(TypeError, match=r"called as fn\(activation, hook=point\)"):
+        model.run_with_hooks(src, tgt, hooks=[("enc.self.0.hook_z", positional_only)])
+    assert not calls and not model.hook_points()["enc.self.0.hook_z"].fns
+    with pytest.raises(ValueError, match="names or names_filter"):
+        model.run_with_cache(src, tgt, names=["hook_logits"], names_filter="hook_logits")

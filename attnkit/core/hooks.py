@@ -2,7 +2,9 @@
 
 Modelled on TransformerLens. Every activation a learner analyses passes through a `HookPoint`,
 an identity with a stable name; a hook is a function `fn(activation, hook)` that may return a
-replacement. `HookedModel` (a mixin for the kit's models) lists the names and runs with hooks:
+replacement, called as TransformerLens calls it, `fn(activation, hook=point)` (so its second
+parameter must be named `hook`; `hook.name` is the point's name). `HookedModel` (a mixin for the
+kit's models) lists the names and runs with hooks:
 
     model.hook_names()                           # ["hook_src_embed", "enc.0.hook_resid_pre", ...]
     logits, cache = model.run_with_cache(src, tgt, names=["dec.cross.1.hook_pattern"])
@@ -17,6 +19,14 @@ mlp_out, resid_post); and model-level names without a prefix (the adder's "hook_
 "hook_memory", "hook_tgt_embed", "hook_logits"; the classifier's "hook_embed", "hook_token_score").
 A head is "<side>.<kind>.<layer>.<head>", e.g. "dec.cross.1.2".
 
+Coming from TransformerLens: its names are accepted where ours differ ("hook_attn_scores" for
+"hook_scores"), and so are its keywords (`run_with_hooks(..., fwd_hooks=[...])`,
+`run_with_cache(..., names_filter=...)`, a name, a list or a predicate). What differs: the axis
+order. Here q, k, v and z are (batch, heads, pos, d_head) — a head is `z[:, h]`; TransformerLens
+keeps them (batch, pos, heads, d_head) — `z[:, :, h]` there. Patterns and scores are
+(batch, heads, q_pos, k_pos) in both. Our "hook_result" is the attention module's summed output
+(TransformerLens's per-head "hook_result" has no counterpart here).
+
 Threads: while hooks are attached to a model (run_with_hooks, ablate_heads), every other
 thread's forward pass through that model waits (one re-entrant lock per model), so an ablation
 in one thread never changes what another thread's evaluation sees.
@@ -24,18 +34,50 @@ in one thread never changes what another thread's evaluation sees.
 
 from __future__ import annotations
 
+import inspect
 import threading
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from torch import Tensor, nn
 
-HookFn = Callable[[Tensor, "HookPoint"], Tensor | None]
+
+class HookFn(Protocol):
+    """A hook: called as fn(activation, hook=point); returns a replacement or None."""
+
+    def __call__(self, activation: Tensor, /, hook: HookPoint) -> Tensor | None: ...
+
+
 _Attached = tuple[HookFn, "threading.RLock | None"]  # a hook and the lock of whoever attached it
+TL_NAMES = {"hook_attn_scores": "hook_scores"}  # TransformerLens's name -> ours, where they differ
+
+
+def canonical_name(name: str) -> str:
+    """`name` with a TransformerLens hook name ("dec.cross.1.hook_attn_scores") spelled ours."""
+    prefix, _, last = name.rpartition(".")
+    last = TL_NAMES.get(last, last)
+    return f"{prefix}.{last}" if prefix else last
+
+
+def check_hook_signature(fn: HookFn, name: str) -> None:
+    """TypeError, before anything runs, for a hook that cannot be called as fn(x, hook=point)."""
+    if not callable(fn):
+        raise TypeError(f"the hook for {name} is a {type(fn).__name__}, not a function fn(activation, hook)")
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin or C function: it will be called and may fail there
+        return
+    try:
+        signature.bind(None, hook=None)
+    except TypeError:
+        raise TypeError(
+            f"the hook for {name} takes {signature}: hooks are called as fn(activation, hook=point) "
+            "(TransformerLens's convention), so write it as def fn(activation, hook): ..."
+        ) from None
 
 
 class HookPoint(nn.Module):
@@ -81,7 +123,7 @@ class HookPoint(nn.Module):
 
     def _run(self, fns: tuple[_Attached, ...], x: Tensor) -> Tensor:
         for fn, _ in fns:
-            out = fn(x, self)
+            out = fn(x, hook=self)
             if out is not None:
                 x = checked_replacement(x, out, fn, self.name)
         return x
@@ -173,10 +215,12 @@ class HookedModel(_ModuleBase):
         """Attach (name, fn) pairs inside the block; always detached on exit, also on an exception.
         Blocks nest and may even exit in crossed order: each detaches only its own hooks."""
         points = self.hook_points()
-        hooks = list(hooks)
+        hooks = [(canonical_name(name), fn) for name, fn in hooks]
         unknown = [name for name, _ in hooks if name not in points]
         if unknown:
             raise ValueError(f"unknown hook name(s) {unknown}; model.hook_names() lists the {len(points)} valid ones")
+        for name, fn in hooks:
+            check_hook_signature(fn, name)
         lock = model_lock(self)
         lock.acquire()
         removers = []
@@ -203,13 +247,32 @@ class HookedModel(_ModuleBase):
                 for p, fns in zip(points, saved):
                     p.fns = fns
 
-    def run_with_hooks(self, *inputs, hooks: Iterable[tuple[str, HookFn]] = (), **kwargs):
-        with self.hooks(hooks):
+    def run_with_hooks(
+        self, *inputs, hooks: Iterable[tuple[str, HookFn]] = (), fwd_hooks: Iterable[tuple[str, HookFn]] = (), **kwargs
+    ):
+        """The model's output with (name, fn) hooks attached for this pass (`fwd_hooks`: the same,
+        TransformerLens's keyword)."""
+        with self.hooks([*hooks, *fwd_hooks]):
             return self(*inputs, **kwargs)
 
-    def run_with_cache(self, *inputs, names: Sequence[str] | None = None, detach: bool = True, **kwargs):
-        """(output, ActivationCache) of one forward pass; `names` limits what is kept (default: all)."""
+    def run_with_cache(
+        self,
+        *inputs,
+        names: Sequence[str] | str | None = None,
+        detach: bool = True,
+        names_filter: Sequence[str] | str | Callable[[str], bool] | None = None,
+        **kwargs,
+    ):
+        """(output, ActivationCache) of one forward pass; `names` limits what is kept (default: all).
+        `names_filter` (TransformerLens's keyword): a name, a list of names, or a predicate on names."""
+        if names is not None and names_filter is not None:
+            raise ValueError("pass names or names_filter, not both")
+        if callable(names_filter):
+            names = [n for n in self.hook_names() if names_filter(n)]
+        elif names_filter is not None:
+            names = names_filter
         names = self.hook_names() if names is None else ([names] if isinstance(names, str) else list(names))
+        names = [canonical_name(n) for n in names]
         store: dict[str, Tensor] = {}
 
         def keep(x: Tensor, hook: HookPoint) -> None:
@@ -235,6 +298,7 @@ class ActivationCache(Mapping):
         self.labels = labels or {}  # "enc"/"dec" -> per sample, the token label of each position
 
     def __getitem__(self, name: str) -> Tensor:
+        name = canonical_name(name) if name not in self.store else name
         if name not in self.store:
             prefix, last = name.rsplit(".", 1) if "." in name else ("", name)
             near = [k for k in self.store if k.startswith(prefix + ".") and last in k] or [
@@ -266,7 +330,10 @@ class ActivationCache(Mapping):
 
     def head(self, name: str, head: int, sample: int = 0):
         """One head of one sample as a pandas DataFrame with token labels: (q_pos × k_pos) for
-        hook_scores / hook_pattern, (pos × d_head) for hook_q / hook_k / hook_v / hook_z."""
+        hook_scores / hook_pattern, (pos × d_head) for hook_q / hook_k / hook_v / hook_z. Heads
+        are axis 1 here, (batch, heads, pos, ·): this is cache[name][sample, head] (in
+        TransformerLens, whose q/k/v/z are (batch, pos, heads, d_head), it would be [sample, :, head])."""
+        name = canonical_name(name)
         import pandas as pd
 
         t = self[name]
