@@ -149,7 +149,7 @@ def test_normalised_effect_mistake_table_tells_its_mistakes_apart():
 
 
 def clone_and_patch(clean_z, head, pos):
-    def hook(z, hook_point):
+    def hook(z, hook):
         z = z.clone()
         z[:, head, pos] = clean_z[:, head, pos]
         return z
@@ -158,14 +158,14 @@ def clone_and_patch(clean_z, head, pos):
 
 
 def in_place_none(clean_z, head, pos):
-    def hook(z, hook_point):
+    def hook(z, hook):
         z[:, head, pos] = clean_z[0, head, pos]  # in place, returning nothing: the kit keeps the edited z
 
     return hook
 
 
 def in_place_return(clean_z, head, pos):
-    def hook(z, hook_point):
+    def hook(z, hook):
         z[:, head, pos] = clean_z[:, head, pos]
         return z
 
@@ -173,7 +173,7 @@ def in_place_return(clean_z, head, pos):
 
 
 def loop_over_batch(clean_z, head, pos):
-    def hook(z, hook_point):
+    def hook(z, hook):
         out = z.clone()
         for i in range(z.shape[0]):
             out[i, head, pos, :] = clean_z[0, head, pos, :]
@@ -183,7 +183,7 @@ def loop_over_batch(clean_z, head, pos):
 
 
 def where_mask(clean_z, head, pos):
-    def hook(z, *_):
+    def hook(z, **_):  # called with hook= as a keyword
         mask = torch.zeros(z.shape[1:3], dtype=torch.bool)
         mask[head, pos] = True
         return torch.where(mask[None, :, :, None], clean_z, z)
@@ -221,7 +221,7 @@ def patching(rule):
     """A make_hook whose hook clones z and applies `rule(z, clean_z, head, pos)` to the clone."""
 
     def make_hook(clean_z, head, pos):
-        def hook(z, hook_point):
+        def hook(z, hook):
             z = z.clone()
             rule(z, clean_z, head, pos)
             return z
@@ -240,7 +240,7 @@ def set_(index):
 
 
 def clone_not_returned(clean_z, head, pos):
-    def hook(z, hook_point):
+    def hook(z, hook):
         patched = z.clone()
         patched[:, head, pos] = clean_z[:, head, pos]
         return z  # the clone was patched, the original returned
@@ -249,7 +249,7 @@ def clone_not_returned(clean_z, head, pos):
 
 
 def batch_dropped(clean_z, head, pos):
-    def hook(z, hook_point):
+    def hook(z, hook):
         clean = clean_z[0]  # (heads, pos, d_head): the batch axis is gone
         z = z.clone()
         z[:, head, pos] = clean[:, head, pos]
@@ -259,7 +259,7 @@ def batch_dropped(clean_z, head, pos):
 
 
 def clean_z_per_sample(clean_z, head, pos):
-    def hook(z, hook_point):
+    def hook(z, hook):
         z = z.clone()
         for i in range(len(z)):
             z[i, head, pos] = clean_z[i, head, pos]  # clean_z has one sample only
@@ -269,7 +269,7 @@ def clean_z_per_sample(clean_z, head, pos):
 
 
 def from_clean(clean_z, head, pos):
-    def hook(z, hook_point):
+    def hook(z, hook):
         out = clean_z.expand_as(z).clone()  # the clean run, with z at one place
         out[:, head, pos] = z[:, head, pos]
         return out
@@ -278,7 +278,7 @@ def from_clean(clean_z, head, pos):
 
 
 def clone_of_clean(clean_z, head, pos):
-    def hook(z, hook_point):
+    def hook(z, hook):
         out = clean_z.clone()  # cloned the wrong tensor
         out[:, head, pos] = clean_z[:, head, pos]
         return out
@@ -287,7 +287,7 @@ def clone_of_clean(clean_z, head, pos):
 
 
 def calls_the_hook(clean_z, head, pos):
-    def hook(z, hook_point):
+    def hook(z, hook):
         z = z.clone()
         z[:, head, pos] = clean_z[:, head, pos]
         return z
@@ -305,7 +305,7 @@ def z_only(clean_z, head, pos):
 
 
 def writes_into_clean(clean_z, head, pos):
-    def hook(z, hook_point):
+    def hook(z, hook):
         clean_z[:, head, pos] = z[0, head, pos]
         return z
 
@@ -338,9 +338,9 @@ def every_head(clean_z, head, pos):
         (clone_not_returned, "z comes back unchanged"),
         (lambda clean_z, head, pos: lambda z, hook: z, "z comes back unchanged"),
         (calls_the_hook, "without calling it"),
-        (z_only, "your hook takes only z"),
+        (z_only, "name its second argument `hook`"),
         (writes_into_clean, "your hook changed clean_z"),
-        (lambda clean_z, head, pos: 3, "should return a function hook(z, hook_point), not an int"),
+        (lambda clean_z, head, pos: 3, "should return a function hook(z, hook), not an int"),
         (lambda clean_z, head, pos: lambda z, hook: z[:, head], "must return z's shape"),
         (lambda clean_z, head, pos: lambda z, hook: z.tolist(), "not a list"),
         (
@@ -530,7 +530,7 @@ def test_following_the_patch_hook_hints_leads_to_a_pass(capsys):
     follow(
         C.check_patch_hook,
         [
-            (z_only_off_by_one, "takes only z"),
+            (z_only_off_by_one, "name its second argument `hook`"),
             (patching(set_(lambda h, p: (slice(None), h, p + 1))), "off by one"),
             (clone_and_patch, None),
         ],

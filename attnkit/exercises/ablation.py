@@ -21,11 +21,11 @@ from .checking import GENERAL_ADVICE, Hint, call, checker
 from .models import sum_batches, tiny_ablation_model
 
 
-def _learner(fn: Callable, *args, context: str = "", advice: tuple = ()):
+def _learner(fn: Callable, *args, context: str = "", advice: tuple = (), **kwargs):
     """checking.call, with this exercise's own advice first: ((fragment of the message, advice), ...)."""
     if not callable(fn):
         raise Hint(f"expected a function, got a {type(fn).__name__}: pass the function itself, without calling it")
-    return call(fn, *args, context=context, advice=tuple(advice) + GENERAL_ADVICE)
+    return call(fn, *args, context=context, advice=tuple(advice) + GENERAL_ADVICE, **kwargs)
 
 
 def _randn(*shape: int, gen: torch.Generator) -> Tensor:
@@ -134,6 +134,10 @@ HOOK_ADVICE = (
     ("expand", "z[:, head] is (batch, pos, d_head): assign 0.0 or fill[head], shape (d_head,)"),
     ("out of bounds", "z is (batch, heads, pos, d_head): the head is z[:, head]"),
     ("is ambiguous", "test `fill is None`, not `if fill:` — a tensor of many numbers is neither True nor False"),
+    (
+        "unexpected keyword argument 'hook'",
+        "the model calls a hook as hook(z, hook=point), TransformerLens's way: name its second argument `hook`",
+    ),
 )
 
 
@@ -165,7 +169,7 @@ def check_ablation_hook(make_hook: Callable) -> str:
             if not callable(hook):
                 raise Hint(f"my_ablation_hook should return a function hook(z, hook), not a {type(hook).__name__}")
             mine = z.clone()
-            out = _learner(hook, mine, point, context=where, advice=HOOK_ADVICE)
+            out = _learner(hook, mine, hook=point, context=where, advice=HOOK_ADVICE)
             if given is not None and fill is not None and not torch.equal(given, fill):
                 raise Hint(
                     "your hook changed `fill` in place: it is the reference mean, shared by every run — "

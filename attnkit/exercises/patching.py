@@ -354,7 +354,7 @@ def _which_cells(out: Tensor, z: Tensor, clean: Tensor, head: int, pos: int) -> 
 
 @checker("patch_hook", "06-patch-hook", "my_patch_hook", references=("attnkit.interp.patching:head_patch_hook",))
 def check_patch_hook(make_hook: Callable) -> str:
-    """`make_hook(clean_z, head, pos)` -> hook(z, hook_point) returning z with [:, head, pos] from clean_z."""
+    """`make_hook(clean_z, head, pos)` -> hook(z, hook) returning z with [:, head, pos] from clean_z."""
     for batch, n_heads, n_pos, d_head, head, pos in _HOOK_CASES:
         gen = torch.Generator().manual_seed(batch * 100 + n_pos)
         clean = torch.randn(1, n_heads, n_pos, d_head, generator=gen)
@@ -369,19 +369,19 @@ def check_patch_hook(make_hook: Callable) -> str:
             )
         if not callable(hook):
             raise Hint(
-                f"make_hook should return a function hook(z, hook_point), not {_a(type(hook).__name__)}: "
+                f"make_hook should return a function hook(z, hook), not {_a(type(hook).__name__)}: "
                 "end it with `return hook`"
             )
         hook_point = HookPoint()
         hook_point.name = "enc.self.0.hook_z"
         try:
-            out = call(hook, z, hook_point, context=f" when called as hook(z, hook_point){where}")
+            out = call(hook, z, hook=hook_point, context=f" when called as hook(z, hook=point){where}")
         except Hint as hint:
             text = str(hint)
-            if "but 2 were given" in text or "takes 1 positional argument" in text:
+            if "unexpected keyword argument 'hook'" in text:
                 raise Hint(
-                    "your hook takes only z: the model calls it as hook(z, hook_point) — give it a "
-                    "second argument, even if unused"
+                    "the model calls a hook as hook(z, hook=point), TransformerLens's way: name its second "
+                    "argument `hook` (def hook(z, hook)), even if unused"
                 ) from None
             if "out of bounds for dimension 0 with size 1" in text:
                 raise Hint(

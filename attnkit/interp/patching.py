@@ -159,7 +159,7 @@ def head_patch_hook(clean_z: Tensor, head: int, pos: int):
     """A hook for a hook_z point that puts one head's clean z at one position into the run:
     notebook 06's exercise, and what patch_heads() does for every head and position at once."""
 
-    def hook(z: Tensor, hook_point) -> Tensor:
+    def hook(z: Tensor, hook) -> Tensor:
         z = z.clone()
         z[:, head, pos] = clean_z[:, head, pos]
         return z
