@@ -36,6 +36,10 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'attnkit' has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
+
 __all__ = [
     "MultiHeadAttention",
     "scaled_dot_product_attention",

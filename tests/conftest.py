@@ -72,6 +72,15 @@ def in_ci() -> bool:
 
 
 @pytest.fixture(scope="module")
+def adder():
+    """The committed, trained adder from data/ on the CPU, loaded once per test module (tests that
+    need an untrained one, test_patching and test_ablation, define their own)."""
+    from attnkit.adder import Adder
+
+    return Adder.load(device="cpu")
+
+
+@pytest.fixture(scope="module")
 def one_thread():
     """The kit's models are tiny: one thread is as fast, and far faster when the cores are shared."""
     threads = torch.get_num_threads()

@@ -1,14 +1,10 @@
 """The committed adder checkpoint and the public API other parts rely on."""
 
 import pytest
+import torch
 
 import attnkit
 from attnkit.adder.data import EDGE_CASES
-
-
-@pytest.fixture(scope="module")
-def adder():
-    return attnkit.load_pretrained("adder")
 
 
 def test_solve_matches_the_documented_example(adder):
@@ -55,3 +51,10 @@ def test_run_with_cache_patterns_are_the_ones_used_for_the_answer(adder):
 def test_unknown_pretrained_name():
     with pytest.raises(ValueError, match="sortedness-alibi"):
         attnkit.load_pretrained("adderr")
+
+
+def test_load_pretrained_gives_the_committed_adder(adder):
+    loaded = attnkit.load_pretrained("adder")
+    assert loaded.solve(["663+497", "5+5"]) == ["1160", "10"]
+    for name, tensor in adder.model.state_dict().items():
+        assert torch.equal(loaded.model.state_dict()[name].cpu(), tensor), name

@@ -90,11 +90,6 @@ def one_sample(n: int) -> float:
 
 # ------------------------------------------------------------------ the adder
 @pytest.fixture(scope="module")
-def adder():
-    return Adder.load(device="cpu")
-
-
-@pytest.fixture(scope="module")
 def adder_metrics(adder):
     with torch.no_grad():
         return adder.evaluate()

@@ -2,7 +2,6 @@
 (Every figure the notebooks show is checked while they run under nbval: the root conftest.py.)"""
 
 import numpy as np
-import pytest
 from matplotlib.figure import Figure
 
 from attnkit.ui import figure_policy as policy
@@ -52,13 +51,6 @@ def test_text_cut_off_by_its_axes():
     fig = plain()
     fig.axes[0].text(0.98, 0.5, "a long note past the edge", fontsize=10, clip_on=True)
     assert any("cut off" in p for p in policy.problems(fig)), policy.problems(fig)
-
-
-@pytest.fixture(scope="module")
-def adder():
-    import attnkit
-
-    return attnkit.load_pretrained("adder")
 
 
 def test_attention_explorer_figures(adder, one_thread):

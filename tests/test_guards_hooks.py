@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import torch
 
-from attnkit.adder import Adder
 from attnkit.adder.evaluate import mean_z
 from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
 from attnkit.core.hooks import HookPoint, HookWarning
@@ -19,11 +18,6 @@ from attnkit.sortedness import model as sortedness_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 CLEAN, CORRUPTED = "125+137", "125+134"
-
-
-@pytest.fixture(scope="module")
-def adder():
-    return Adder.load(device="cpu")
 
 
 @pytest.fixture(scope="module")

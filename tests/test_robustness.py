@@ -36,11 +36,6 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
-def adder():
-    return Adder.load(device="cpu")
-
-
-@pytest.fixture(scope="module")
 def payload():
     return load_checkpoint(DATA / "adder.pt", "adder")
 
