@@ -79,6 +79,47 @@ def test_student_edition_has_stubs_and_no_answers(path):
     ]
 
 
+@pytest.mark.parametrize("path", COURSE, ids=lambda p: p.name[:2])
+def test_student_edition_keeps_the_nbgrader_metadata_of_every_check_and_solution_cell(path):
+    # nbgrader's autograder grades the student edition's cells, not the course's: every check cell must
+    # reach the learner as a locked 1-point test named after its exercise, unchanged (nbgrader refuses
+    # a locked cell whose source changed), and every stubbed solution cell as a solution cell.
+    source = read(path)
+    course_checks = editions.check_cells(source)
+    for edition in (
+        student_notebook(source),
+        student_notebook(source, hints=False),
+        student_notebook(source, with_solutions=True),
+    ):
+        hints = edition.metadata["attnkit"].get("hints", True)
+        checks = editions.check_cells(edition)
+        assert list(checks) == list(course_checks) and len(checks) >= 3
+        for exercise, cell in checks.items():
+            meta = cell.metadata.get("nbgrader", {})
+            assert {k: meta.get(k) for k in ("grade", "locked", "points", "solution", "grade_id")} == {
+                "grade": True,
+                "locked": True,
+                "points": 1,
+                "solution": False,
+                "grade_id": f"{exercise}-check",
+            }, (path.name, exercise, meta)
+            # without hints the only change is the checker told so (the edition is nbgrader's source then)
+            shown = cell.source if hints else cell.source.replace(", hints=False)", ")")
+            assert shown == course_checks[exercise].source and (hints or "hints=False" in cell.source), (
+                path.name,
+                exercise,
+            )
+        stubs = [c for c in edition.cells if c.cell_type == "code" and STUB in c.source]
+        assert stubs and all(
+            c.metadata["nbgrader"]["solution"]
+            and c.metadata["nbgrader"]["grade_id"]
+            and not c.metadata["nbgrader"]["grade"]
+            for c in stubs
+        ), path.name
+        grade_ids = [c.metadata["nbgrader"]["grade_id"] for c in edition.cells if "nbgrader" in c.metadata]
+        assert len(grade_ids) == len(set(grade_ids)), path.name
+
+
 def test_writing_the_edition_never_overwrites_a_learners_work(tmp_path):
     out = tmp_path / "student"
     written = write_student_edition(NOTEBOOKS_DIR, out)

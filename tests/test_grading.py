@@ -49,12 +49,12 @@ def rows(path, **kwargs):
 
 ATTACKS = {
     "checker replaced": (
-        f"checks.check_causal_mask = {FAKE}",
+        f"attention_checks.check_causal_mask = {FAKE}",
         "checker attnkit.exercises.attention.check_causal_mask replaced",
     ),
     "evaluate replaced": (
         "from attnkit.exercises.checking import Result\n"
-        "checks.check_causal_mask.evaluate = lambda f: Result('01-causal-mask', True, '✅')",
+        "attention_checks.check_causal_mask.evaluate = lambda f: Result('01-causal-mask', True, '✅')",
         "checker attnkit.exercises.attention.check_causal_mask changed",
     ),
     "builtins.print": ("import builtins\nbuiltins.print = lambda *a, **k: None", "builtins.print replaced"),
@@ -69,7 +69,7 @@ ATTACKS = {
     ),
     "stdout": ("import sys, io\nsys.stdout = io.StringIO()", "sys.stdout replaced"),
     "__code__": (
-        "checks.check_causal_mask.__wrapped__.__code__ = (lambda fn: 'passed').__code__",
+        "attention_checks.check_causal_mask.__wrapped__.__code__ = (lambda fn: 'passed').__code__",
         "the code of checker attnkit.exercises.attention.check_causal_mask.check_causal_mask replaced",
     ),
     "torch.equal": ("torch.equal = lambda a, b: True", "torch.equal replaced"),

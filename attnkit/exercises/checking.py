@@ -1,8 +1,9 @@
 """The machinery every exercise checker shares: a checker calls the learner's code on inputs of its
 own, compares with the kit's reference and prints one line — ✅, ❌ with a hint that names the likely
 mistake, or ⏳ for an unfilled stub — and returns True only on a pass. Nothing the learner hands over
-escapes as a traceback or a second line. The checkers themselves: checks (notebook 01),
-adder_checks, heatmap_checks, ablation_checks, positional_checks, interp_checks (02-06).
+escapes as a traceback or a second line. The checkers themselves: attnkit.exercises.attention,
+adder, heatmaps, ablation, positional, patching (notebooks 01-06), imported in each notebook under
+its own name (attention_checks, ..., patching_checks) so no alias means two things across notebooks.
 """
 
 from __future__ import annotations
