@@ -142,7 +142,7 @@ def hook_clone(head, fill=None):
     return hook
 
 
-def hook_in_place(head, fill=None):  # changes z in place and returns nothing: HookPoint keeps it
+def hook_in_place(head, fill=None):  # changes z in place and returns nothing: refused (z must stay as it came)
     def hook(z, hook):
         z[:, head] = 0 if fill is None else fill[head]
 
@@ -197,8 +197,10 @@ def _set(z, index, value):
 
 
 def test_ablation_hook_correct_variants(capsys):
-    for good in (hook_clone, hook_in_place, HookClass, hook_partial):
+    for good in (hook_clone, HookClass, hook_partial):
         assert run(C.check_ablation_hook, good, capsys)[0], good
+    passed, line = run(C.check_ablation_hook, hook_in_place, capsys)  # issue 27: z must stay as it came
+    assert not passed and "your hook wrote into the z it was handed" in line, line
     passed, line = run(C.check_ablation_hook, hook_gate, capsys)  # the kit's own gate_z does the work
     assert not passed and "calls the kit's own attnkit.core.hooks.gate_z" in line, line
 
@@ -210,7 +212,7 @@ def test_ablation_hook_mistakes(capsys):
         hook_mistake(lambda z, h, f: _set(z, h, value(f, h))): "not z[head]",
         hook_mistake(lambda z, h, f: _set(z, (Ellipsis, h), 0.0)): "not z[..., head]",
         hook_mistake(lambda z, h, f: z.zero_()): "every head of the layer",
-        hook_mistake(lambda z, h, f: _set(z, (slice(None), h), value(f, h)), returns=False): "returned None and left z",
+        hook_mistake(lambda z, h, f: _set(z, (slice(None), h), value(f, h)), returns=False): "your hook returned None",
         hook_mistake(lambda z, h, f: _set(z, (slice(None), h), 0.0)): "you put 0 there",
         hook_mistake(
             lambda z, h, f: _set(z, (slice(None), h), z[:, h].mean(dim=(0, 1)) if f is not None else 0.0)
@@ -535,7 +537,7 @@ def importance_backward(model, name, batches):
         losses = F.cross_entropy(logits.transpose(1, 2), gold, ignore_index=PAD, reduction="none").sum(1)
         losses.sum().backward()
         grads.append(gate.grad.abs())
-    return torch.cat(grads).mean(0).tolist()
+    return torch.cat(grads).mean(0)
 
 
 def importance_on_pattern(model, name, batches):
@@ -555,6 +557,11 @@ def importance_on_pattern(model, name, batches):
 def test_head_importance_correct_variants(capsys):
     for good in (importance_autograd, importance_per_problem, importance_backward, importance_on_pattern):
         assert run(C.check_head_importance, good, capsys)[0], good
+
+
+def test_head_importance_refuses_a_list(capsys):  # one type rule (issue 27): "Return a (heads,) tensor"
+    passed, line = run(C.check_head_importance, lambda m, n, b: importance_backward(m, n, b).tolist(), capsys)
+    assert not passed and "is a list, expected a torch tensor" in line, line
 
 
 def importance_variant(

@@ -156,11 +156,11 @@ def test_checkers_leave_the_global_rng_alone(check):
     [
         lambda tgt: (tgt[:, :-1], tgt[:, 1:]),
         lambda tgt: [tgt.narrow(1, 0, tgt.size(1) - 1), tgt.narrow(1, 1, tgt.size(1) - 1)],
-        lambda tgt: (np.asarray(tgt)[:, :-1], np.asarray(tgt)[:, 1:]),  # numpy inside and out
+        lambda tgt: (torch.as_tensor(np.asarray(tgt)[:, :-1]), torch.as_tensor(np.asarray(tgt)[:, 1:])),  # numpy inside
         lambda tgt: (torch.stack([row[:-1] for row in tgt]), torch.stack([row[1:] for row in tgt])),
-        lambda tgt: (tgt.clone()[..., :-1].float(), tgt.roll(-1, 1)[:, :-1]),  # float ids, roll then cut
+        lambda tgt: (tgt.clone()[..., :-1], tgt.roll(-1, 1)[:, :-1]),  # roll then cut
     ],
-    ids=["slices", "narrow", "numpy", "per-row", "float-roll"],
+    ids=["slices", "narrow", "numpy-inside", "per-row", "roll-then-cut"],
 )
 def test_shift_correct_variants_pass(fn):
     assert run(C.check_shift, fn)[0]
@@ -195,6 +195,15 @@ def in_place(tgt):
         (in_place, "changed tgt in place"),
         (lambda tgt, pad_id: (tgt[:, :-1], tgt[:, 1:]), "the exercise's signature is my_shift(tgt)"),
         (lambda tgt: (tgt[:, :-1] + 0.5, tgt[:, 1:]), "non-integer values"),
+        # one type rule (issue 27): ids are torch.long tensors; numpy and float ids are refused
+        (
+            lambda tgt: (np.asarray(tgt)[:, :-1], np.asarray(tgt)[:, 1:]),
+            "your decoder_input is a ndarray, expected a torch tensor",
+        ),
+        (
+            lambda tgt: (tgt[:, :-1].float(), tgt[:, 1:]),
+            "torch.float32 tensor of whole numbers: token ids are integers",
+        ),
     ],
 )
 def test_shift_mistakes_get_their_hint(fn, hint):
@@ -475,7 +484,7 @@ def greedy_rows(model, src, bos_id, eos_id, max_steps):  # one row at a time, al
     return torch.tensor(rows)
 
 
-def greedy_prealloc(model, src, bos_id, eos_id, max_steps):  # eos-padded after the end, numpy out
+def greedy_prealloc(model, src, bos_id, eos_id, max_steps):  # eos-padded after the end
     model.eval()
     with torch.no_grad():
         tgt = torch.full((len(src), max_steps + 1), bos_id)
@@ -485,8 +494,8 @@ def greedy_prealloc(model, src, bos_id, eos_id, max_steps):  # eos-padded after 
             tgt[:, t + 1] = torch.where(done, torch.full_like(nxt, eos_id), nxt)
             done = done | (nxt == eos_id)
             if done.all():
-                return tgt[:, 1 : t + 2].numpy()
-        return tgt[:, 1:].numpy()
+                return tgt[:, 1 : t + 2]
+        return tgt[:, 1:]
 
 
 def greedy_sampling(model, src, bos_id, eos_id, max_steps):
@@ -531,7 +540,7 @@ def greedy_values(model, src, bos_id, eos_id, max_steps):  # the max logits, not
         greedy_rows,
         greedy_prealloc,
     ],
-    ids=["early-stop", "all-steps", "row-by-row", "preallocated-numpy"],
+    ids=["early-stop", "all-steps", "row-by-row", "preallocated"],
 )
 def test_greedy_correct_variants_pass(fn):
     assert run(C.check_greedy, fn)[0]
@@ -540,6 +549,11 @@ def test_greedy_correct_variants_pass(fn):
 @pytest.mark.parametrize(
     "fn, hint",
     [
+        (
+            lambda m, s, b, e, n: greedy_prealloc(m, s, b, e, n).numpy(),
+            "your output is a ndarray, expected a torch tensor",
+        ),
+        (lambda m, s, b, e, n: greedy_prealloc(m, s, b, e, n).float(), "torch.float32 tensor of whole numbers"),
         (lambda m, s, b, e, n: greedy(m, s, b, e, n, feed="bos"), "every step gives the same token"),
         (lambda m, s, b, e, n: greedy(m, s, b, e, n, position=0), "every step gives the same token"),
         (lambda m, s, b, e, n: greedy(m, s, b, e, n, feed="newest"), "you fed the decoder only the newest token"),

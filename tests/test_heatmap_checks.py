@@ -175,10 +175,14 @@ def entropy_list(p):
     return (-torch.special.xlogy(p, p).sum(-1) / math.log(2)).tolist()
 
 
+def test_row_entropy_refuses_a_list(capsys):  # one type rule (issue 27): the task asks for a tensor
+    assert_hint(H.check_row_entropy, entropy_list, "your output is a list, expected a torch tensor", capsys)
+
+
 @pytest.mark.parametrize(
     "fn",
-    [entropy_where, entropy_numpy, entropy_clamped, entropy_loops, entropy_list],
-    ids=["where", "numpy-nansum", "clamp", "python-loops", "returns-list"],
+    [entropy_where, entropy_numpy, entropy_clamped, entropy_loops],
+    ids=["where", "numpy-nansum", "clamp", "python-loops"],
 )
 def test_row_entropy_correct_variants_pass(capsys, fn):
     assert run(capsys, H.check_row_entropy, fn)[0]

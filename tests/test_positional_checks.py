@@ -61,7 +61,7 @@ def table_loops(n_pos, d_model):
             w = 1 / 10000 ** (2 * i / d_model)
             row += [math.sin(p * w), math.cos(p * w)]
         rows.append(row)
-    return rows  # a list of lists is an array too
+    return np.array(rows)  # a list of lists becomes an array (a list itself is refused)
 
 
 def table_kit(n_pos, d_model):
@@ -682,7 +682,7 @@ def test_an_exception_inside_a_checker_is_one_line_too(monkeypatch, capsys):
         (lambda n, d: torch.tensor(table(n, d)).to(torch.complex64), "is complex"),
         (lambda n, d: np.ones((n, d), dtype=complex), "is complex"),
         (lambda n, d: torch.tensor(table(n, d), requires_grad=True), None),  # a leaf with grad: fine
-        (lambda n, d: table(n, d).tolist(), None),  # a nested list: fine
+        (lambda n, d: table(n, d).tolist(), "is a list, expected a torch tensor"),  # one type rule: lists refused
     ],
 )
 def test_result_types(fn, hint, capsys):

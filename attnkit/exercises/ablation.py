@@ -17,7 +17,7 @@ from torch import Tensor
 
 from ..adder.data import PAD
 from ..core.hooks import HookPoint, ablate_heads, gate_z
-from .checking import GENERAL_ADVICE, Hint, call, checker
+from .checking import GENERAL_ADVICE, Hint, call, checker, refuse_list
 from .models import sum_batches, tiny_ablation_model
 
 
@@ -40,6 +40,7 @@ def _array(x, what: str) -> np.ndarray:
     """A learner's numbers (tensor, numpy array, list) as a float64 array, or a hint."""
     if x is None:
         raise Hint(f"your {what} returned None — did you forget `return`?")
+    refuse_list(x, f"{what}'s result")
     if isinstance(x, Tensor):
         x = x.detach().cpu()
     try:
@@ -175,13 +176,16 @@ def check_ablation_hook(make_hook: Callable) -> str:
                     "your hook changed `fill` in place: it is the reference mean, shared by every run — "
                     "copy from it (fill[head]) without writing to it"
                 )
+            if not torch.equal(mine, z):  # the model (and other hooks) still use the z it handed over
+                raise Hint(
+                    "your hook wrote into the z it was handed (z[:, head] = ... on z itself): the "
+                    "activation must stay as it came — patch a copy, z = z.clone(), and return that",
+                    mistake="hook-writes-activation",
+                )
             if out is None:
-                if torch.equal(mine, z):
-                    raise Hint(
-                        "your hook returned None and left z unchanged: the value a hook returns replaces "
-                        "the activation — return the new z"
-                    )
-                out = mine  # changed in place and returned nothing: HookPoint keeps the changed tensor
+                raise Hint(
+                    "your hook returned None: the value a hook returns replaces the activation — return the new z"
+                )
             if not isinstance(out, Tensor):
                 raise Hint(f"the hook must return a torch tensor of z's shape {shape}, not a {type(out).__name__}")
             if tuple(out.shape) == (batch, n_pos, d_head):

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..adder.data import BOS, EOS, PAD, encode_targets
-from .checking import Hint, NotDone, call, checker
+from .checking import Hint, NotDone, call, checker, refuse_list
 from .models import ToySeq2Seq, answers, committed_adder, sums, tiny_adder
 
 
@@ -32,21 +32,29 @@ def _learner(fn: Callable, *args, signature: str, context: str = ""):
 
 
 def _ids_tensor(x, what: str) -> Tensor:
-    """A tensor (or numpy array) of whole numbers, as torch.long."""
+    """A torch tensor of integer token ids (the exercise's type; numpy arrays, lists and floats are
+    refused: the model's embedding takes long ids), as torch.long."""
     if x is None:
         raise Hint(f"your {what} is None — did you forget `return`?")
-    if isinstance(x, np.ndarray):
-        if not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating) or x.dtype == bool):
-            raise Hint(f"your {what} is a numpy array of {x.dtype}, expected token ids (integers)")
-        x = torch.tensor(x)
+    refuse_list(x, what)
     if not isinstance(x, Tensor):
-        raise Hint(f"your {what} is a {type(x).__name__}, expected a tensor of token ids")
+        raise Hint(
+            f"your {what} is a {type(x).__name__}, expected a torch tensor of token ids (torch.long)"
+            + (" — torch.as_tensor(...) converts it" if isinstance(x, (np.ndarray, list, tuple)) else ""),
+            mistake="not-a-tensor",
+        )
     x = x.detach().cpu()
-    if x.dtype == torch.bool or x.is_complex():
-        raise Hint(f"your {what} is a {x.dtype} tensor, expected token ids (integers)")
     if x.is_floating_point():
-        if not torch.isfinite(x).all() or not torch.equal(x, x.round()):
-            raise Hint(f"your {what} holds non-integer values: token ids are whole numbers (an argmax, not logits)")
+        whole = bool(torch.isfinite(x).all()) and torch.equal(x, x.round())
+        raise Hint(
+            f"your {what} is a {x.dtype} tensor"
+            + (" of whole numbers" if whole else " of non-integer values")
+            + ": token ids are integers, torch.long"
+            + (" (.long(), or keep argmax's dtype)" if whole else " (an argmax, not logits)"),
+            mistake="ids-not-integers",
+        )
+    if x.dtype == torch.bool or x.is_complex():
+        raise Hint(f"your {what} is a {x.dtype} tensor, expected token ids (torch.long)", mistake="ids-not-integers")
     return x.long()
 
 
@@ -262,6 +270,51 @@ def _loss_candidates(model: Any, src: Tensor, tgt: Tensor, pad: int, eos: int) -
     return out
 
 
+def _untouched(src_given: Tensor, src: Tensor, tgt_given: Tensor, tgt: Tensor, where: str) -> None:
+    """The loss left the batch it was handed as it came (the training loop reuses it)."""
+    if not (torch.equal(src_given, src) and torch.equal(tgt_given, tgt)):
+        which = "tgt" if not torch.equal(tgt_given, tgt) else "src"
+        raise Hint(
+            f"your loss wrote into the caller's {which}{where} (an in-place change such as "
+            f"{which}[...] = ..., masked_fill_ or +=): the training loop reuses its batch — work on "
+            "a copy (.clone()) or index without assigning",
+            mistake="writes-caller-batch",
+        )
+
+
+def _trains(model: Any, loss: Tensor, where: str) -> None:
+    """The loss does what the training loop needs: loss.backward() works once, there, and its gradient
+    reaches every parameter the model used (it is not cut off from the model's graph)."""
+    if any(p.grad is not None for p in model.parameters()):
+        raise Hint(
+            f"your loss already called backward(){where}: the training loop calls loss.backward() "
+            "itself (after zero_grad) — return the loss without calling it, or gradients are "
+            "counted twice",
+            mistake="backward-called",
+        )
+    if loss.grad_fn is None:
+        raise Hint(
+            f"the value is right but your loss is cut off from the model's graph{where} (a new tensor "
+            "made from the value: torch.tensor(...), .detach(), .item() re-wrapped): training could "
+            "not reach the model's weights — return the tensor the computation gives",
+            mistake="cut-off-graph",
+        )
+    try:
+        loss.backward()
+    except RuntimeError as e:
+        raise Hint(
+            f"loss.backward() failed on your loss{where} ({str(e).splitlines()[0][:120]}): did your "
+            "code already call backward()? The training loop calls it once itself",
+            mistake="backward-called",
+        ) from None
+    if not any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters()):
+        raise Hint(
+            f"no gradient reaches the model's weights from your loss{where}: it is cut off from the "
+            "model's graph (a detached or re-made tensor) — return the tensor the computation gives",
+            mistake="cut-off-graph",
+        )
+
+
 def _swapped(calls: list[tuple[Tensor, Tensor]], tgt: Tensor) -> bool:
     """Was the model called as model(decoder_input, src)?"""
     return any(
@@ -280,11 +333,13 @@ def check_teacher_forcing_loss(fn: Callable) -> str:
     for name, build, src, tgt, pad, eos in _loss_cases():
         model = build()
         where = f" on {name}"
+        src_given, tgt_given = src.clone(), tgt.clone()
         try:
-            result = _learner(fn, model, src.clone(), tgt.clone(), pad, signature=signature, context=where)
+            result = _learner(fn, model, src_given, tgt_given, pad, signature=signature, context=where)
         except NotDone:
             raise
         except Hint as hint:
+            _untouched(src_given, src, tgt_given, tgt, where)  # the error may come from the ids it wrote
             if _swapped(model.calls, tgt):
                 raise Hint("model called with its arguments swapped: it takes model(src, decoder_input)") from None
             if "AttributeError" in str(hint) and ("ToySeq2Seq" in str(hint) or "Recording" in str(hint)):
@@ -295,6 +350,7 @@ def check_teacher_forcing_loss(fn: Callable) -> str:
                     "logits.reshape(-1, logits.size(-1)) and target.reshape(-1)"
                 ) from None
             raise
+        _untouched(src_given, src, tgt_given, tgt, where)
         value, has_grad = _loss_value(result)
         with torch.no_grad():
             logits = model.logits(src, tgt[:, :-1])
@@ -306,6 +362,7 @@ def check_teacher_forcing_loss(fn: Callable) -> str:
                     "or torch.no_grad()?): return the tensor F.cross_entropy gives, so that training "
                     "can call loss.backward()"
                 )
+            _trains(model, result, where)
             continue
         if not model.calls:
             raise Hint(
@@ -546,8 +603,9 @@ def check_greedy(fn: Callable) -> str:
         n_cases += 1
         batch = src.size(0)
         where = f" on {name}"
+        given = src.clone()  # the caller's batch: the learner must leave it as it came
         try:
-            result = _learner(fn, model, src.clone(), bos, eos, max_steps, signature=signature, context=where)
+            result = _learner(fn, model, given, bos, eos, max_steps, signature=signature, context=where)
         except NotDone:
             raise
         except Hint as hint:
@@ -565,6 +623,11 @@ def check_greedy(fn: Callable) -> str:
             if "decoder input has" in text and "positions, more than" in text:
                 raise Hint(f"{text} — did you decode more than max_steps tokens, or not stop at max_steps?") from None
             raise
+        if not torch.equal(given, src):
+            raise Hint(
+                f"your function changed src in place{where}: the caller decodes, scores and trains on the "
+                "same batch — write into a tensor of your own (torch.full, torch.cat), never into src"
+            )
         if isinstance(result, (list, tuple)) and result and all(isinstance(t, Tensor) for t in result):
             raise Hint(
                 f"you returned a {type(result).__name__} of tensors: join them into one (batch, steps) "

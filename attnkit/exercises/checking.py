@@ -81,6 +81,10 @@ def checker(title: str, exercise: str = "", answer: str = "", references: Sequen
     def wrap(check):
         def evaluate(*args, **kwargs) -> Result:
             rng_state = torch.get_rng_state()  # a checker never moves the learner's random numbers
+            # A seed no learner picks: torch.manual_seed inside their code then shows in initial_seed()
+            # (the learner's own generator state comes back in `finally`).
+            torch.default_generator.manual_seed(_SENTINEL_SEED)  # the CPU one only: CUDA's stays
+            state = torch_state()
             try:
                 found = kit_reference(args[0], references) if args else None
                 if found:
@@ -90,9 +94,19 @@ def checker(title: str, exercise: str = "", answer: str = "", references: Sequen
                     message = check(*args, **kwargs)
                 if watch.found:
                     raise Hint(watch.found, mistake="kit-reference")
+                changed_state(state)
             except Hint as hint:
+                if hint.mistake != "kit-reference":
+                    with contextlib.suppress(Hint):  # a changed global state is the mistake to name first
+                        changed_state(state)
+                    hint = state.get("_found") or hint
                 return Result(exercise, False, one_line(f"{hint.icon} {title}: {hint}"), hint.mistake)
             except Exception as e:  # whatever the learner handed over: one line, never a traceback
+                with contextlib.suppress(Hint):
+                    changed_state(state)
+                if state.get("_found"):
+                    cause = state["_found"]
+                    return Result(exercise, False, one_line(f"{cause.icon} {title}: {cause}"), cause.mistake)
                 return Result(
                     exercise,
                     False,
@@ -104,6 +118,7 @@ def checker(title: str, exercise: str = "", answer: str = "", references: Sequen
                 )
             finally:
                 torch.set_rng_state(rng_state)
+                restore_state(state)
             return Result(exercise, True, one_line(f"✅ {title}: passed — {message}"))
 
         @functools.wraps(check)
@@ -123,6 +138,52 @@ def checker(title: str, exercise: str = "", answer: str = "", references: Sequen
         return run
 
     return wrap
+
+
+# ---------------------------------------------------------------- global torch state
+
+_SENTINEL_SEED = 0x27_5EED_C0DE
+
+
+def torch_state() -> dict:
+    """What learner code may change for everyone after it (training then silently breaks or slows)."""
+    return {
+        "grad mode": torch.is_grad_enabled(),
+        "default dtype": torch.get_default_dtype(),
+        "number of threads": torch.get_num_threads(),
+        "random seed": torch.initial_seed(),
+    }
+
+
+_STATE_ADVICE = {
+    "grad mode": "torch.set_grad_enabled / torch.no_grad().__enter__ without its exit — use `with torch.no_grad():` "
+    "so that it ends with the block, or none at all (training needs gradients)",
+    "default dtype": "torch.set_default_dtype — give one tensor its dtype (dtype=...) instead",
+    "number of threads": "torch.set_num_threads — leave it to the notebook",
+    "random seed": "torch.manual_seed restarts the notebook's random numbers, so every cell after it repeats the "
+    "same draws — use a generator of your own, torch.Generator().manual_seed(...), if you need fixed ones",
+}
+
+
+def changed_state(state: dict) -> None:
+    """Raise a Hint naming what of torch's global state differs from `state` (noted in state['_found'])."""
+    now = torch_state()
+    for key, before in state.items():
+        if not key.startswith("_") and now[key] != before:
+            change = "reseeded" if key == "random seed" else f"changed ({before} -> {now[key]})"
+            state["_found"] = Hint(
+                f"your code left torch's {key} {change}, which "
+                f"breaks the code that runs after it: {_STATE_ADVICE[key]}",
+                mistake="global-state",
+            )
+            raise state["_found"]
+
+
+def restore_state(state: dict) -> None:
+    torch.set_grad_enabled(state["grad mode"])
+    torch.set_default_dtype(state["default dtype"])
+    if torch.get_num_threads() != state["number of threads"]:
+        torch.set_num_threads(state["number of threads"])
 
 
 # ---------------------------------------------------------------- the kit's own answer
@@ -325,6 +386,17 @@ def as_tensor(x, what: str, shape: tuple, names: str = "") -> Tensor:
             )
         raise Hint(hint)
     return x
+
+
+def refuse_list(x, what: str) -> None:
+    """The one type rule (issue 27): where a task asks for a tensor (or array) of numbers, a Python list
+    or tuple is refused, in every checker with this message."""
+    if isinstance(x, (list, tuple)):
+        raise Hint(
+            f"your {what} is a {type(x).__name__}, expected a torch tensor — build it with torch "
+            "operations, or convert with torch.tensor(...)",
+            mistake="list-not-tensor",
+        )
 
 
 def close(a: Tensor, b: Tensor) -> bool:

@@ -22,7 +22,7 @@ from torch import Tensor
 from ..adder.data import EOS, PAD, encode_sources, encode_targets
 from ..core.hooks import ActivationCache
 from ..interp.roles import row_shares
-from .checking import Hint, NotDone, call, checker
+from .checking import Hint, NotDone, call, checker, refuse_list
 
 
 def _attempt(fn: Callable, *args, context: str = "", shapes: str = "", axes: bool = False):
@@ -124,6 +124,7 @@ def check_row_entropy(fn: Callable) -> str:
                 "your function changed the pattern it was given (in place, e.g. w[w == 0] = 1 or "
                 "w.log_()): in the notebook that would overwrite the cache; compute on a copy instead"
             )
+        refuse_list(out, "output")
         got = _array(out, f"a tensor of shape {shape[:-1]}")
         want = _entropy_bits(w).numpy()
         expected = shape[:-1]
@@ -160,15 +161,28 @@ def check_row_entropy(fn: Callable) -> str:
         bad = ~np.isfinite(got)
         if bad.any():
             zero_row = (w == 0).all(-1).numpy()
-            if (bad & ~zero_row).any():
+            naive = -(w.double() * w.double().log2()).sum(-1).numpy()  # the w * log2(w) mistake, exactly?
+            if (
+                (bad & ~zero_row).any()
+                and np.array_equal(np.isnan(got), np.isnan(naive))
+                and np.array_equal(np.isinf(got), np.isinf(naive))
+                and np.allclose(got[~bad], naive[~bad], atol=1e-4, rtol=1e-4)
+            ):
                 raise Hint(
                     "NaN or inf where some weights are 0 (padding, the causal mask): 0·log 0 must count "
                     "as 0 (its limit), but w * log2(w) gives 0·(−inf) = NaN there — use "
                     "torch.special.xlogy(w, w) / np.log(2), or torch.where(w > 0, w * w.log2(), 0.0)"
                 )
+            if not (bad & ~zero_row).any():
+                raise Hint(
+                    "NaN on a row of zeros (a query that may see nothing): its entropy is 0 — don't "
+                    "divide by the row's sum (the rows of a pattern already sum to 1), and count 0·log 0 as 0"
+                )
+            flat_w, flat_bad = w.reshape(-1, k), bad.reshape(-1)
+            i = int(np.argmax(flat_bad & ~zero_row.reshape(-1)))
             raise Hint(
-                "NaN on a row of zeros (a query that may see nothing): its entropy is 0 — don't divide "
-                "by the row's sum (the rows of a pattern already sum to 1), and count 0·log 0 as 0"
+                f"on a {label}: for the row {_row_text(flat_w[i])} you return {got.reshape(-1)[i]}, expected "
+                f"{want.reshape(-1)[i]:.4g} bits (−Σ w·log2 w over its keys, with 0·log 0 = 0)"
             )
         if _close(got, want, atol=1e-4):
             continue

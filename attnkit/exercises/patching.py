@@ -6,6 +6,8 @@ what the common mistakes would give, so that the hint can name the mistake and s
 
 from __future__ import annotations
 
+import contextlib
+import io
 import itertools
 import re
 from collections.abc import Callable
@@ -401,7 +403,14 @@ def check_patch_hook(make_hook: Callable) -> str:
                 "your hook changed clean_z: it only reads it — copy from clean_z into (a clone of) z, "
                 "z[:, head, pos] = clean_z[:, head, pos]"
             )
-        out = z if out is None else out  # an in-place hook that returns nothing works in the kit too
+        if not torch.equal(z, z_before):  # the model (and other hooks) still use the z it handed over
+            raise Hint(
+                "your hook wrote into the z it was handed (z[:, head, pos] = ... on z itself): the "
+                "activation must stay as it came — patch a copy, z = z.clone(), and return that",
+                mistake="hook-writes-activation",
+            )
+        if out is None:
+            raise Hint("your hook returns None: return the patched copy of z (`return z` at its end)")
         if not isinstance(out, Tensor):
             raise Hint(f"the hook must return a tensor of z's shape {tuple(z.shape)}, not {_a(type(out).__name__)}")
         if out.shape != z.shape:
@@ -478,8 +487,9 @@ def _differing_digits(x: int, y: int) -> list[str]:
     return [place for i, place in enumerate(_PLACES) if (x // 10**i) % 10 != (y // 10**i) % 10]
 
 
-def _pair_hint(a: int, b: int, got, want: tuple[str, str] | None) -> str:
-    """The hint for a result that is not carry_pair(a, b)."""
+def _pair_hint(a: int, b: int, got, want: tuple[str, str] | None, fn: Callable | None = None) -> str:
+    """The hint for a result that is not carry_pair(a, b); `fn`, the learner's code, confirms a hint
+    that names a mistake before it is given."""
     units_a, units_b = a % 10, b % 10
     tens_sum = (a // 10) % 10 + (b // 10) % 10
     if want is None:
@@ -492,7 +502,7 @@ def _pair_hint(a: int, b: int, got, want: tuple[str, str] | None) -> str:
             "also removes the tens carry (a chain): only one carry may change — return None"
         )
     if got is None or (isinstance(got, (bool, tuple, list, str)) and not got):
-        if units_a + units_b == 10:
+        if units_a + units_b == 10 and _carries_above_ten(fn, a, b):
             return (
                 f"{a}+{b} carries: its units digits sum to exactly 10 ({units_a} + {units_b}) — test "
                 f"a % 10 + b % 10 >= 10, not > 10; expected {want!r}"
@@ -569,6 +579,20 @@ def _pair_hint(a: int, b: int, got, want: tuple[str, str] | None) -> str:
     )
 
 
+def _carries_above_ten(fn: Callable | None, a: int, b: int) -> bool:
+    """Does the learner's code find the pair for the same problem with units summing to 11 (b's units
+    digit + 1)? Then a units sum of exactly 10 is the one it misses: "> 10 instead of >= 10"."""
+    if fn is None or b % 10 == 9:
+        return False
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            got = fn(a, b + 1)
+    except Exception:
+        return False
+    want = carry_pair(a, b + 1, 0)
+    return want is not None and isinstance(got, (tuple, list)) and tuple(got) == want
+
+
 @checker("carry_pair", "06-carry-pair", "my_carry_pair", references=("attnkit.interp.patching:carry_pair",))
 def check_carry_pair(fn: Callable) -> str:
     """`fn(a, b)` -> ("a+b", "a+b2") where b2 lowers b's units digit so the units column stops
@@ -588,7 +612,7 @@ def check_carry_pair(fn: Callable) -> str:
             and tuple(got) == want
         ):
             continue
-        raise Hint(_pair_hint(a, b, got, want))
+        raise Hint(_pair_hint(a, b, got, want, fn))
     return (
         f"{len(cases)} problems of 1 to 3 digits, with and without a units carry, with chains (555+445, "
         "99+1) and tens columns that carry by themselves"

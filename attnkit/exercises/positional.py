@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from ..core import positional as P
-from .checking import Hint, NotDone, call, checker, first_line
+from .checking import Hint, NotDone, call, checker, first_line, refuse_list
 
 BASE = 10000.0
 
@@ -42,6 +42,7 @@ def _array(x, what: str, integers: bool = False) -> Tensor:
     An integer array is refused with a hint unless `integers` (then a later check names it)."""
     if x is None:
         raise Hint(f"your {what} is None — did you forget `return`?")
+    refuse_list(x, what)
     if (isinstance(x, np.ndarray) and np.iscomplexobj(x)) or (isinstance(x, Tensor) and x.is_complex()):
         raise Hint(f"your {what} is complex: return real numbers (sin and cos separately)")
     is_tensor, is_numpy = isinstance(x, Tensor), isinstance(x, np.ndarray)
@@ -659,7 +660,11 @@ def _pool_cases() -> list[tuple[Tensor, Tensor]]:
     wide = torch.randn(2, 7, generator=gen)
     wide_pad = torch.zeros(2, 7, dtype=torch.bool)
     wide_pad[1, 4:] = True
-    return [(score, pad), single, (wide, wide_pad)]
+    # Extreme values, ties and columns that are padding in every row: real scores of -1e12 (a padding
+    # fill of -1e9 would beat them), two equal maxima in row 1, the last two columns all padding.
+    extreme = torch.tensor([[-3e12, -1e12, 7.0, 9.0], [-5e12, -2e12, -2e12, 9.0]])
+    extreme_pad = torch.tensor([[False, False, True, True], [False, False, False, True]])
+    return [(score, pad), single, (wide, wide_pad), (extreme, extreme_pad)]
 
 
 @checker("max_pool", "05-max-pool", "my_max_pool")
@@ -668,7 +673,14 @@ def check_max_pool(fn: Callable) -> str:
     for score, pad in _pool_cases():
         batch, n = score.shape
         context = f" on a batch of {batch} with {n} positions"
-        out = _run(fn, score.clone(), pad.clone(), context=context)
+        given = (score.clone(), pad.clone())
+        out = _run(fn, *given, context=context)
+        if not (torch.equal(given[0], score) and torch.equal(given[1], pad)):
+            raise Hint(
+                f"your function changed the score or pad it was given{context} (in place, e.g. masked_fill_ or "
+                "score[pad] = ...): in the model they are the caller's, still needed after the readout — "
+                "use score.masked_fill(pad, float('-inf')), which returns a new tensor"
+            )
         if (
             isinstance(out, tuple)
             and len(out) == 2
@@ -695,10 +707,25 @@ def check_max_pool(fn: Callable) -> str:
         if _close(got, ref):
             continue
         s = score.double()
-        if torch.isnan(got).any():
+        nan = torch.isnan(got)
+        if nan.any():  # the hint names a cause only when the NaNs sit where that cause puts them
+            padded = pad.any(1)
+            # x * ~pad + pad * -inf: 0 · -inf at every real token, so also in the rows without padding
+            if nan.all() and pad.any() and (~pad).all(1).any():
+                raise Hint(
+                    f"NaN in your result{context}: 0 · inf is NaN — fill the padding with "
+                    "score.masked_fill(pad, float('-inf')) instead of multiplying by a mask"
+                )
+            if torch.equal(nan, padded):
+                raise Hint(
+                    f"NaN in your result{context} exactly for the sequences with padding: the padding was "
+                    "filled with NaN, which the max passes on — fill it with float('-inf')"
+                )
+            b = int(nan.nonzero()[0])
             raise Hint(
-                f"NaN in your result{context}: 0 · inf is NaN — fill the padding with "
-                "score.masked_fill(pad, float('-inf')) instead of multiplying by a mask"
+                f"NaN in your result{context} for sequence {b}, whose largest real score is "
+                f"{ref[b].item():.4g}: look for an operation that gives NaN there (0 · inf, 0 / 0, inf - inf, "
+                "the std of one number)"
             )
         candidates = [
             (
@@ -737,6 +764,14 @@ def check_max_pool(fn: Callable) -> str:
         for candidate, hint in candidates:
             if _close(got, candidate.double()):  # -inf matches -inf
                 raise Hint(hint)
+        over = got > ref + 1e-6 * ref.abs().clamp(min=1)
+        if over.any() and bool((ref[over] < -1e6).all()):  # only real scores this low tell a finite fill
+            b = int(over.nonzero()[0])
+            raise Hint(
+                f"sequence {b}{context}: your readout is {got[b].item():.4g}, above its largest real score "
+                f"{ref[b].item():.4g} — the padding was filled with a finite number that beats scores this "
+                "low: fill it with float('-inf') (or torch.finfo(score.dtype).min)"
+            )
         if torch.isinf(got).any():
             raise Hint(
                 f"-inf in your result{context}: a row with every token masked? pad is True at padding, "
