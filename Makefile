@@ -8,7 +8,7 @@ CHROMIUM ?= /usr/bin/chromium
 PIP_ARGS ?=
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: setup lab test test-cpus chromium data bench site figures lint
+.PHONY: setup lab test check test-cpus chromium data bench site figures lint
 
 setup: $(STAMP)
 
@@ -31,6 +31,16 @@ lab: setup
 test: setup chromium
 	$(PY) -m attnkit student build/student --force
 	OMP_NUM_THREADS=1 CHROMIUM=$(CHROMIUM) $(PY) -m pytest -n 2 --dist loadfile --nbval-lax tests notebooks build/student
+
+# The fast tier, for a developer between edits: the unit tests that start no kernel, subprocess
+# or browser and train nothing. Whole files are left out where they start processes (their other
+# tests run under `make test`); `slow` and `browser` marks are left out everywhere. No nbval.
+CHECK_SKIP := nbgrader_check.py test_broken_models.py test_browser.py test_course.py test_grading.py \
+	test_guards_files.py test_guards_runs.py test_imports.py test_notebooks.py test_resources.py \
+	test_robustness.py test_site.py test_wheel.py test_widgets.py test_claims.py
+check: setup
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 -p no:cacheprovider -o addopts="" -m "not slow and not browser" \
+		$(addprefix --ignore=tests/,$(CHECK_SKIP)) tests
 
 # Lint, format and types: ruff and mypy in an environment of their own (build/lint-venv), never in
 # a learner's install; mypy reads the kit's own environment for torch's and numpy's types.
