@@ -37,7 +37,7 @@ test: setup chromium
 # tests run under `make test`); `slow` and `browser` marks are left out everywhere. No nbval.
 CHECK_SKIP := nbgrader_check.py test_broken_models.py test_browser.py test_course.py test_grading.py \
 	test_guards_files.py test_guards_runs.py test_imports.py test_notebooks.py test_resources.py \
-	test_robustness.py test_site.py test_wheel.py test_widgets.py test_claims.py
+	test_robustness.py test_site.py test_wheel.py test_widgets.py test_claims.py test_bench_threads.py
 check: setup
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 -p no:cacheprovider -o addopts="" -m "not slow and not browser" \
 		$(addprefix --ignore=tests/,$(CHECK_SKIP)) tests

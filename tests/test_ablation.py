@@ -157,6 +157,7 @@ def test_a_broken_model_is_refused_unless_forced(adder):
         assert A.check_baseline(adder, force=True) < 0.99
 
 
+@pytest.mark.slow  # 15-20 s each: the plain loop is the slow baseline
 @pytest.mark.parametrize("mode", A.MODES)
 def test_the_fast_sweep_equals_the_plain_loop_exactly(adder, small, mode):
     p = own_answers(adder.model, small[0][:250], small[1][:250])
@@ -251,6 +252,7 @@ def test_sweep_and_carry_bookkeeping_on_a_known_matrix(adder):
     assert carries["drop_points"]["dec.cross.1.3"] == {"no_carry": 0.0, "carry": 100.0, "chain_2plus": 100.0}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not CHECKPOINT.exists(), reason="needs the committed checkpoint data/adder.pt")
 def test_fast_equals_plain_on_the_trained_adder():
     trained = Adder.load(CHECKPOINT, device="cpu")

@@ -211,6 +211,7 @@ def test_head_roles_runs_the_model():
     assert roles.equals(head_roles(adder, cache=cache))
 
 
+@pytest.mark.slow  # all 10,000 held-out problems
 def test_notebook_06_measures_the_roles_notebook_03_measures(one_thread):
     """Notebook 06 §6 quotes the roles of notebook 03 for the same heads: it must measure them on
     the same problems (once it took the first 2,000 rows of the held-out file, which is sorted by

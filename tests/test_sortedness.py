@@ -213,6 +213,7 @@ def test_committed_results_meet_the_goals():
     assert checkpoint_path("relative").exists()
 
 
+@pytest.mark.slow  # worker processes
 def test_the_experiment_gives_the_same_files_with_one_or_two_workers(tmp_path):
     """Each run seeds itself and trains on one thread, so parallel workers change nothing."""
     out = {}
