@@ -42,19 +42,19 @@ def checker_line(check, code) -> tuple[bool, str]:
     return passed, lines[0]
 
 
-def assert_hint(check, code, hint: str, capsys=None) -> None:
-    """`check(code)` fails with a line that contains `hint` (capsys: unused, for the call sites' order)."""
+def assert_hint(check, code, hint: str) -> None:
+    """`check(code)` fails with a line that contains `hint`."""
     passed, line = checker_line(check, code)
     assert passed is False and line.startswith("❌"), line
     assert hint in line, line
 
 
-def assert_passes(check, code, capsys=None) -> None:
+def assert_passes(check, code) -> None:
     passed, line = checker_line(check, code)
     assert passed is True and line.startswith("✅"), line
 
 
-def assert_hint_chain(check, chain, capsys=None) -> None:
+def assert_hint_chain(check, chain) -> None:
     """Following each hint leads on, never back: chain is [(code, hint or None for a pass)], and
     every failing step's line contains its hint and differs from every line before it."""
     seen = []

@@ -21,13 +21,13 @@ NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "04_head_ablation
 STUB = 'raise NotImplementedError("your code here")'
 
 
-def run(check, fn, capsys):
+def run(check, fn):
     return checker_line(check, fn)
 
 
-def never_raises(check, things, capsys):
+def never_raises(check, things):
     for thing in things:
-        ok, line = run(check, thing, capsys)
+        ok, line = run(check, thing)
         assert ok is False and line[0] in "❌⏳", line
 
 
@@ -71,7 +71,7 @@ def weird_inputs():
     ]
 
 
-def test_notebook_solutions_pass_and_stubs_wait(capsys):
+def test_notebook_solutions_pass_and_stubs_wait():
     ns = solutions()
     for check, name in [
         (C.check_ablation_hook, "my_ablation_hook"),
@@ -79,8 +79,8 @@ def test_notebook_solutions_pass_and_stubs_wait(capsys):
         (C.check_prune_order, "my_prune_order"),
         (C.check_head_importance, "my_head_importance"),
     ]:
-        assert run(check, ns[name], capsys)[0], name
-        ok, line = run(check, stub, capsys)
+        assert run(check, ns[name])[0], name
+        ok, line = run(check, stub)
         assert not ok and line.startswith("⏳"), line
     source = NOTEBOOK.read_text()
     assert (
@@ -196,16 +196,16 @@ def _set(z, index, value):
     z[index] = value
 
 
-def test_ablation_hook_correct_variants(capsys):
+def test_ablation_hook_correct_variants():
     for good in (hook_clone, HookClass, hook_partial):
-        assert run(C.check_ablation_hook, good, capsys)[0], good
-    passed, line = run(C.check_ablation_hook, hook_in_place, capsys)  # issue 27: z must stay as it came
+        assert run(C.check_ablation_hook, good)[0], good
+    passed, line = run(C.check_ablation_hook, hook_in_place)  # issue 27: z must stay as it came
     assert not passed and "your hook wrote into the z it was handed" in line, line
-    passed, line = run(C.check_ablation_hook, hook_gate, capsys)  # the kit's own gate_z does the work
+    passed, line = run(C.check_ablation_hook, hook_gate)  # the kit's own gate_z does the work
     assert not passed and "calls the kit's own attnkit.core.hooks.gate_z" in line, line
 
 
-def test_ablation_hook_mistakes(capsys):
+def test_ablation_hook_mistakes():
     value = lambda fill, head: 0.0 if fill is None else fill[head]
     mistakes = {
         hook_mistake(lambda z, h, f: _set(z, (slice(None), slice(None), h), value(f, h))): "position 1 of every head",
@@ -252,10 +252,10 @@ def test_ablation_hook_mistakes(capsys):
         ): "changed `fill` in place",
     }
     for fn, hint in mistakes.items():
-        fails_with(C.check_ablation_hook, fn, hint, capsys)
+        fails_with(C.check_ablation_hook, fn, hint)
 
 
-def test_ablation_hook_never_raises(capsys):
+def test_ablation_hook_never_raises():
     never_raises(
         C.check_ablation_hook,
         weird_inputs()
@@ -265,7 +265,6 @@ def test_ablation_hook_never_raises(capsys):
             lambda head, fill=None: lambda z, hook: [z],  # a list
             lambda head, fill=None: lambda z, hook: (x for x in z),
         ],
-        capsys,
     )
 
 
@@ -295,12 +294,12 @@ def mean_loop(z, real):
     return total / count
 
 
-def test_mean_z_correct_variants(capsys):
+def test_mean_z_correct_variants():
     for good in (mean_mask, mean_index, mean_numpy, mean_loop):
-        assert run(C.check_mean_z, good, capsys)[0], good
+        assert run(C.check_mean_z, good)[0], good
 
 
-def test_mean_z_mistakes(capsys):
+def test_mean_z_mistakes():
     def in_place(z, real):
         z *= real[:, None, :, None]
         return z.sum(dim=(0, 2)) / real.sum()
@@ -326,14 +325,13 @@ def test_mean_z_mistakes(capsys):
         (lambda z, real: mean_mask(z, real) + 0.1): "differs from each head's average",
     }
     for fn, hint in mistakes.items():
-        fails_with(C.check_mean_z, fn, hint, capsys)
+        fails_with(C.check_mean_z, fn, hint)
 
 
-def test_mean_z_never_raises(capsys):
+def test_mean_z_never_raises():
     never_raises(
         C.check_mean_z,
         weird_inputs() + [lambda real, z: mean_mask(z, real), lambda z: z.mean(0), lambda z, real: "mean"],
-        capsys,
     )
 
 
@@ -371,12 +369,12 @@ def prune_recursive(heads, accuracy, removed=()):
     return [best] + order, [accuracy(list(removed))] + curve
 
 
-def test_prune_order_correct_variants(capsys):
+def test_prune_order_correct_variants():
     for good in (prune_max, prune_numpy, prune_recursive):
-        assert run(C.check_prune_order, good, capsys)[0], good
+        assert run(C.check_prune_order, good)[0], good
 
 
-def test_prune_order_mistakes(capsys):
+def test_prune_order_mistakes():
     def one_shot(heads, accuracy):
         order = sorted(heads, key=lambda h: -accuracy([h]))
         return order, [accuracy(order[:k]) for k in range(len(order) + 1)]
@@ -460,10 +458,10 @@ def test_prune_order_mistakes(capsys):
         (lambda accuracy, heads: prune_max(heads, accuracy)): "in that order",
     }
     for fn, hint in mistakes.items():
-        fails_with(C.check_prune_order, fn, hint, capsys)
+        fails_with(C.check_prune_order, fn, hint)
 
 
-def test_prune_order_never_raises(capsys):
+def test_prune_order_never_raises():
     never_raises(
         C.check_prune_order,
         weird_inputs()
@@ -474,7 +472,6 @@ def test_prune_order_never_raises(capsys):
             lambda heads, accuracy: ([{"a": 1}], [0.0]),
             lambda heads, accuracy: (prune_max(heads, accuracy)[0], ["x"] * (len(heads) + 1)),
         ],
-        capsys,
     )
 
 
@@ -554,13 +551,13 @@ def importance_on_pattern(model, name, batches):
     return total / n
 
 
-def test_head_importance_correct_variants(capsys):
+def test_head_importance_correct_variants():
     for good in (importance_autograd, importance_per_problem, importance_backward, importance_on_pattern):
-        assert run(C.check_head_importance, good, capsys)[0], good
+        assert run(C.check_head_importance, good)[0], good
 
 
-def test_head_importance_refuses_a_list(capsys):  # one type rule (issue 27): "Return a (heads,) tensor"
-    passed, line = run(C.check_head_importance, lambda m, n, b: importance_backward(m, n, b).tolist(), capsys)
+def test_head_importance_refuses_a_list():  # one type rule (issue 27): "Return a (heads,) tensor"
+    passed, line = run(C.check_head_importance, lambda m, n, b: importance_backward(m, n, b).tolist())
     assert not passed and "is a list, expected a torch tensor" in line, line
 
 
@@ -614,7 +611,7 @@ def importance_variant(
     return fn
 
 
-def test_head_importance_mistakes(capsys):
+def test_head_importance_mistakes():
     def hook_left_attached(model, name, batches):
         model.hook_points()[f"{name}.hook_z"].add(lambda z, hook: z)
         return importance_autograd(model, name, batches)
@@ -676,10 +673,10 @@ def test_head_importance_mistakes(capsys):
         (lambda model, name, batches: None): "forget `return`",
     }
     for fn, hint in mistakes.items():
-        fails_with(C.check_head_importance, fn, hint, capsys)
+        fails_with(C.check_head_importance, fn, hint)
 
 
-def test_head_importance_never_raises(capsys):
+def test_head_importance_never_raises():
     never_raises(
         C.check_head_importance,
         weird_inputs()
@@ -689,7 +686,6 @@ def test_head_importance_never_raises(capsys):
             lambda model, name, batches: {"h": 1},
             lambda model, name, batches: ["a", "b", "c"],
         ],
-        capsys,
     )
 
 
@@ -707,7 +703,7 @@ def test_importance_mistakes_are_told_apart():
 
 
 @pytest.mark.parametrize("check", [C.check_ablation_hook, C.check_mean_z, C.check_prune_order, C.check_head_importance])
-def test_a_checker_bug_is_one_line(check, capsys, monkeypatch):
+def test_a_checker_bug_is_one_line(check, monkeypatch):
     """Even an exception in the checker itself (here: a broken helper) prints one ❌ line."""
     monkeypatch.setattr(C, "_same", lambda *a, **k: 1 / 0)
     monkeypatch.setattr(C, "_array", lambda *a, **k: 1 / 0)
@@ -722,6 +718,5 @@ def test_a_checker_bug_is_one_line(check, capsys, monkeypatch):
                 C.check_head_importance: "my_head_importance",
             }[check]
         ],
-        capsys,
     )
     assert not ok and line.startswith("❌")

@@ -14,7 +14,7 @@ from attnkit.exercises import attention as checks
 from conftest import checker_line
 
 
-def run_check(capsys, check, code):
+def run_check(check, code):
     return checker_line(check, code)
 
 
@@ -104,8 +104,8 @@ def numpy_attention(q, k, v, mask=None):
 
 
 @pytest.mark.parametrize("fn", [sdpa, einsum_attention, fused_attention, loop_attention, numpy_attention])
-def test_correct_attention_written_differently_passes(capsys, fn):
-    assert run_check(capsys, checks.check_scaled_dot_product_attention, fn)[0]
+def test_correct_attention_written_differently_passes(fn):
+    assert run_check(checks.check_scaled_dot_product_attention, fn)[0]
 
 
 @pytest.mark.parametrize(
@@ -128,14 +128,14 @@ def test_correct_attention_written_differently_passes(capsys, fn):
         (dict(zero_empty_rows=False), "attends evenly to every key"),
     ],
 )
-def test_planted_attention_mistakes_get_their_hint(capsys, mistake, hint):
+def test_planted_attention_mistakes_get_their_hint(mistake, hint):
     passed, line = run_check(
-        capsys, checks.check_scaled_dot_product_attention, lambda q, k, v, mask=None: sdpa(q, k, v, mask, **mistake)
+        checks.check_scaled_dot_product_attention, lambda q, k, v, mask=None: sdpa(q, k, v, mask, **mistake)
     )
     assert not passed and hint in line, line
 
 
-def test_following_the_nan_hint_leads_to_a_pass(capsys):
+def test_following_the_nan_hint_leads_to_a_pass():
     # -inf and NaN: the hint offers two ways out; each one passes (no loop back to the same hint).
     def with_finfo(q, k, v, mask=None):
         return sdpa(q, k, v, mask)
@@ -145,8 +145,8 @@ def test_following_the_nan_hint_leads_to_a_pass(capsys):
         w = w.nan_to_num(0.0)
         return w @ v, w
 
-    assert run_check(capsys, checks.check_scaled_dot_product_attention, with_finfo)[0]
-    assert run_check(capsys, checks.check_scaled_dot_product_attention, with_nan_to_num)[0]
+    assert run_check(checks.check_scaled_dot_product_attention, with_finfo)[0]
+    assert run_check(checks.check_scaled_dot_product_attention, with_nan_to_num)[0]
 
 
 @pytest.mark.parametrize(
@@ -168,8 +168,8 @@ def test_following_the_nan_hint_leads_to_a_pass(capsys):
         (stub, "⏳"),
     ],
 )
-def test_anything_a_learner_hands_over_gives_one_line(capsys, fn, hint):
-    passed, line = run_check(capsys, checks.check_scaled_dot_product_attention, fn)
+def test_anything_a_learner_hands_over_gives_one_line(fn, hint):
+    passed, line = run_check(checks.check_scaled_dot_product_attention, fn)
     assert not passed and hint in line, line
 
 
@@ -196,8 +196,8 @@ BUFFER = torch.ones(8, 8, dtype=torch.bool).tril()
         lambda n: torch.tensor([[j <= i for j in range(n)] for i in range(n)]),
     ],
 )
-def test_correct_causal_masks_pass(capsys, mask_fn):
-    assert run_check(capsys, checks.check_causal_mask, mask_fn)[0]
+def test_correct_causal_masks_pass(mask_fn):
+    assert run_check(checks.check_causal_mask, mask_fn)[0]
 
 
 @pytest.mark.parametrize(
@@ -219,8 +219,8 @@ def test_correct_causal_masks_pass(capsys, mask_fn):
         (stub, "⏳"),
     ],
 )
-def test_planted_causal_mask_mistakes_get_their_hint(capsys, mask_fn, hint):
-    passed, line = run_check(capsys, checks.check_causal_mask, mask_fn)
+def test_planted_causal_mask_mistakes_get_their_hint(mask_fn, hint):
+    passed, line = run_check(checks.check_causal_mask, mask_fn)
     assert not passed and hint in line, line
 
 
@@ -246,8 +246,8 @@ def merge_heads(z):
         lambda x, h: torch.stack([x[..., i * (x.size(-1) // h) : (i + 1) * (x.size(-1) // h)] for i in range(h)], 1),
     ],
 )
-def test_correct_splits_pass(capsys, split):
-    assert run_check(capsys, checks.check_split_heads, split)[0]
+def test_correct_splits_pass(split):
+    assert run_check(checks.check_split_heads, split)[0]
 
 
 @pytest.mark.parametrize(
@@ -269,8 +269,8 @@ def test_correct_splits_pass(capsys, split):
         (stub, "⏳"),
     ],
 )
-def test_planted_split_mistakes_get_their_hint(capsys, split, hint):
-    passed, line = run_check(capsys, checks.check_split_heads, split)
+def test_planted_split_mistakes_get_their_hint(split, hint):
+    passed, line = run_check(checks.check_split_heads, split)
     assert not passed and hint in line, line
 
 
@@ -283,8 +283,8 @@ def test_planted_split_mistakes_get_their_hint(capsys, split, hint):
         lambda z: torch.cat([z[:, h] for h in range(z.size(1))], dim=-1),
     ],
 )
-def test_correct_merges_pass(capsys, merge):
-    assert run_check(capsys, checks.check_merge_heads, merge)[0]
+def test_correct_merges_pass(merge):
+    assert run_check(checks.check_merge_heads, merge)[0]
 
 
 @pytest.mark.parametrize(
@@ -305,8 +305,8 @@ def test_correct_merges_pass(capsys, merge):
         (stub, "⏳"),
     ],
 )
-def test_planted_merge_mistakes_get_their_hint(capsys, merge, hint):
-    passed, line = run_check(capsys, checks.check_merge_heads, merge)
+def test_planted_merge_mistakes_get_their_hint(merge, hint):
+    passed, line = run_check(checks.check_merge_heads, merge)
     assert not passed and hint in line, line
 
 
@@ -380,8 +380,8 @@ class KwargsMHA(LearnerMHA):
 
 
 @pytest.mark.parametrize("cls", [LearnerMHA, LoopMHA, KwargsMHA])
-def test_correct_multi_head_attention_passes(capsys, cls):
-    assert run_check(capsys, checks.check_multi_head_attention, cls)[0]
+def test_correct_multi_head_attention_passes(cls):
+    assert run_check(checks.check_multi_head_attention, cls)[0]
 
 
 class SwappedArgs(LearnerMHA):
@@ -446,17 +446,17 @@ class ForwardStub(nn.Module):  # the unfilled notebook-01 layout: __init__ done,
         (ForwardStub, "⏳"),
     ],
 )
-def test_planted_multi_head_mistakes_get_their_hint(capsys, cls, hint):
-    passed, line = run_check(capsys, checks.check_multi_head_attention, cls)
+def test_planted_multi_head_mistakes_get_their_hint(cls, hint):
+    passed, line = run_check(checks.check_multi_head_attention, cls)
     assert not passed and hint in line, line
 
 
-def test_what_a_learners_code_prints_stays_out_of_the_one_line(capsys):
+def test_what_a_learners_code_prints_stays_out_of_the_one_line():
     def chatty(n_pos):
         print("debug: building a mask of", n_pos)
         return torch.ones(n_pos, n_pos, dtype=torch.bool).tril()
 
-    assert run_check(capsys, checks.check_causal_mask, chatty)[0]
+    assert run_check(checks.check_causal_mask, chatty)[0]
 
 
 @pytest.fixture
@@ -500,6 +500,6 @@ def test_a_solution_cell_that_did_not_run_is_named_not_reported_as_a_stub(shell)
     ],
     ids=["mask", "mha", "mask-lambda", "split-method"],
 )
-def test_the_kits_own_answer_does_not_pass(capsys, check, answer, word):
-    passed, line = run_check(capsys, check, answer)
+def test_the_kits_own_answer_does_not_pass(check, answer, word):
+    passed, line = run_check(check, answer)
     assert not passed and f"{word} the kit's own attnkit.core.attention." in line, line

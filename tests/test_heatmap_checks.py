@@ -17,11 +17,11 @@ from conftest import assert_hint, checker_line
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_attention_heatmaps.ipynb"
 
 
-def run(capsys, check, fn):
+def run(check, fn):
     return checker_line(check, fn)
 
 
-def fails_with(capsys, check, fn, hint):
+def fails_with(check, fn, hint):
     assert_hint(check, fn, hint)
 
 
@@ -80,9 +80,9 @@ def test_the_notebook_is_laid_out_as_exercises():
         (H.check_aligned_share, "my_aligned_share"),
     ],
 )
-def test_the_notebook_solutions_pass_and_stubs_wait(capsys, check, name):
-    assert run(capsys, check, learner_solutions()[name])[0]
-    ok, line = run(capsys, check, stub)
+def test_the_notebook_solutions_pass_and_stubs_wait(check, name):
+    assert run(check, learner_solutions()[name])[0]
+    ok, line = run(check, stub)
     assert not ok and line.startswith("⏳") and "not implemented yet" in line
 
 
@@ -118,21 +118,21 @@ def test_the_notebook_solutions_pass_and_stubs_wait(capsys, check, name):
         "prints-and-raises",
     ],
 )
-def test_never_raises_whatever_it_is_handed(capsys, check, handed):
-    ok, line = run(capsys, check, handed)
+def test_never_raises_whatever_it_is_handed(check, handed):
+    ok, line = run(check, handed)
     assert not ok and line.startswith("❌"), line
 
 
-def test_exceptions_are_named(capsys):
-    fails_with(capsys, H.check_row_entropy, lambda p, dim: p.sum(dim), "TypeError")
-    fails_with(capsys, H.check_typical_sample, lambda v, m: 1 / 0, "ZeroDivisionError")
-    fails_with(capsys, H.check_aligned_share, lambda cache, head: cache[head], "KeyError")
-    fails_with(capsys, H.check_row_entropy, lambda *a: None, "forget `return`")
-    fails_with(capsys, H.check_row_entropy, NotAFunction, "you passed a class (NotAFunction)")
-    fails_with(capsys, H.check_typical_sample, None, "pass your function itself, e.g. check(my_function), not None")
+def test_exceptions_are_named():
+    fails_with(H.check_row_entropy, lambda p, dim: p.sum(dim), "TypeError")
+    fails_with(H.check_typical_sample, lambda v, m: 1 / 0, "ZeroDivisionError")
+    fails_with(H.check_aligned_share, lambda cache, head: cache[head], "KeyError")
+    fails_with(H.check_row_entropy, lambda *a: None, "forget `return`")
+    fails_with(H.check_row_entropy, NotAFunction, "you passed a class (NotAFunction)")
+    fails_with(H.check_typical_sample, None, "pass your function itself, e.g. check(my_function), not None")
 
 
-def test_checkers_keep_global_random_state(capsys):
+def test_checkers_keep_global_random_state():
     torch.manual_seed(0)
     np.random.seed(0)
     before_torch, before_np = torch.random.get_rng_state(), np.random.get_state()[1].copy()
@@ -141,7 +141,7 @@ def test_checkers_keep_global_random_state(capsys):
         (H.check_typical_sample, "my_typical_sample"),
         (H.check_aligned_share, "my_aligned_share"),
     ]:
-        run(capsys, check, learner_solutions()[name])
+        run(check, learner_solutions()[name])
     assert torch.equal(torch.random.get_rng_state(), before_torch)
     assert np.array_equal(np.random.get_state()[1], before_np)
 
@@ -175,8 +175,8 @@ def entropy_list(p):
     return (-torch.special.xlogy(p, p).sum(-1) / math.log(2)).tolist()
 
 
-def test_row_entropy_refuses_a_list(capsys):  # one type rule (issue 27): the task asks for a tensor
-    assert_hint(H.check_row_entropy, entropy_list, "your output is a list, expected a torch tensor", capsys)
+def test_row_entropy_refuses_a_list():  # one type rule (issue 27): the task asks for a tensor
+    assert_hint(H.check_row_entropy, entropy_list, "your output is a list, expected a torch tensor")
 
 
 @pytest.mark.parametrize(
@@ -184,8 +184,8 @@ def test_row_entropy_refuses_a_list(capsys):  # one type rule (issue 27): the ta
     [entropy_where, entropy_numpy, entropy_clamped, entropy_loops],
     ids=["where", "numpy-nansum", "clamp", "python-loops"],
 )
-def test_row_entropy_correct_variants_pass(capsys, fn):
-    assert run(capsys, H.check_row_entropy, fn)[0]
+def test_row_entropy_correct_variants_pass(fn):
+    assert run(H.check_row_entropy, fn)[0]
 
 
 def entropy_in_place(p):
@@ -220,24 +220,24 @@ ENTROPY_MISTAKES = [
 
 
 @pytest.mark.parametrize("fn, hint", ENTROPY_MISTAKES, ids=[h for _, h in ENTROPY_MISTAKES])
-def test_row_entropy_mistakes_get_their_hint(capsys, fn, hint):
-    fails_with(capsys, H.check_row_entropy, fn, hint)
+def test_row_entropy_mistakes_get_their_hint(fn, hint):
+    fails_with(H.check_row_entropy, fn, hint)
 
 
-def test_row_entropy_hints_lead_to_a_pass(capsys):
+def test_row_entropy_hints_lead_to_a_pass():
     """The NaN hint's two suggested fixes both pass (no loop back to the same hint)."""
-    assert run(capsys, H.check_row_entropy, lambda p: -torch.special.xlogy(p, p).sum(-1) / math.log(2))[0]
-    assert run(capsys, H.check_row_entropy, lambda p: -torch.where(p > 0, p * p.log2(), 0.0).sum(-1))[0]
+    assert run(H.check_row_entropy, lambda p: -torch.special.xlogy(p, p).sum(-1) / math.log(2))[0]
+    assert run(H.check_row_entropy, lambda p: -torch.where(p > 0, p * p.log2(), 0.0).sum(-1))[0]
 
 
-def test_row_entropy_only_fits_shape_agnostic_code(capsys):
+def test_row_entropy_only_fits_shape_agnostic_code():
     """Code written for the 4-D cache entry only (indexing axis 3, unpacking four sizes) does not pass."""
 
     def four_d(p):
         b, h, q, k = p.shape
         return -torch.special.xlogy(p, p).sum(3) / math.log(2)
 
-    fails_with(capsys, H.check_row_entropy, four_d, "don't unpack a fixed number of sizes")
+    fails_with(H.check_row_entropy, four_d, "don't unpack a fixed number of sizes")
 
 
 # ---------------------------------------------------------------- typical sample
@@ -281,8 +281,8 @@ def typical_masked(values, means):
     [typical_reference, typical_loops, typical_torch, typical_masked],
     ids=["numpy", "loops-sum", "torch-tensor", "masked-array"],
 )
-def test_typical_sample_correct_variants_pass(capsys, fn):
-    assert run(capsys, H.check_typical_sample, fn)[0]
+def test_typical_sample_correct_variants_pass(fn):
+    assert run(H.check_typical_sample, fn)[0]
 
 
 def typical_nanmean(values, means):
@@ -332,8 +332,8 @@ TYPICAL_MISTAKES = [
 
 
 @pytest.mark.parametrize("fn, hint", TYPICAL_MISTAKES, ids=[f"{i}-{h}" for i, (_, h) in enumerate(TYPICAL_MISTAKES)])
-def test_typical_sample_mistakes_get_their_hint(capsys, fn, hint):
-    fails_with(capsys, H.check_typical_sample, fn, hint)
+def test_typical_sample_mistakes_get_their_hint(fn, hint):
+    fails_with(H.check_typical_sample, fn, hint)
 
 
 @pytest.mark.filterwarnings("ignore:Mean of empty slice")
@@ -429,8 +429,8 @@ def aligned_numpy(cache, head):
     [aligned_loops, aligned_numpy, learner_solutions()["my_aligned_share"]],
     ids=["python-loops", "numpy-einsum", "notebook"],
 )
-def test_aligned_share_correct_variants_pass(capsys, fn):
-    assert run(capsys, H.check_aligned_share, fn)[0]
+def test_aligned_share_correct_variants_pass(fn):
+    assert run(H.check_aligned_share, fn)[0]
 
 
 def aligned_in_place(cache, head):
@@ -497,8 +497,8 @@ ALIGNED_MISTAKES = [
 @pytest.mark.parametrize(
     "fn, hint", ALIGNED_MISTAKES, ids=[f"{i}-{h[:30]}" for i, (_, h) in enumerate(ALIGNED_MISTAKES)]
 )
-def test_aligned_share_mistakes_get_their_hint(capsys, fn, hint):
-    fails_with(capsys, H.check_aligned_share, fn, hint)
+def test_aligned_share_mistakes_get_their_hint(fn, hint):
+    fails_with(H.check_aligned_share, fn, hint)
 
 
 def test_aligned_variants_are_the_kits_number_without_a_mistake():
@@ -536,6 +536,6 @@ def test_aligned_cases_tell_the_mistakes_apart():
     assert gaps.min() > 1e-3, values
 
 
-def test_the_kits_own_answer_does_not_pass(capsys):
+def test_the_kits_own_answer_does_not_pass():
     passed, line = checker_line(H.check_aligned_share, aligned_kit)
     assert not passed and "calls the kit's own attnkit.interp.roles.row_shares" in line, line

@@ -20,7 +20,7 @@ from conftest import assert_hint, assert_hint_chain, assert_passes, checker_line
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "06_how_the_adder_carries.ipynb"
 
 
-def run(check, fn, capsys):
+def run(check, fn):
     return checker_line(check, fn)
 
 
@@ -49,8 +49,8 @@ def effect_torch(patched, clean, corrupted):
     ],
     ids=["steps", "one-minus", "numpy-ufuncs", "torch", "power"],
 )
-def test_normalised_effect_correct_variants_pass(fn, capsys):
-    assert_passes(C.check_normalised_effect, fn, capsys)
+def test_normalised_effect_correct_variants_pass(fn):
+    assert_passes(C.check_normalised_effect, fn)
 
 
 def python_if(patched, clean, corrupted):
@@ -126,12 +126,12 @@ def clean_first(clean, corrupted, patched):
         ),
     ],
 )
-def test_normalised_effect_mistakes_get_their_hint(fn, hint, capsys):
-    assert_hint(C.check_normalised_effect, fn, hint, capsys)
+def test_normalised_effect_mistakes_get_their_hint(fn, hint):
+    assert_hint(C.check_normalised_effect, fn, hint)
 
 
-def test_normalised_effect_wrong_signature_is_a_hint(capsys):
-    assert_hint(C.check_normalised_effect, lambda p, c: 0, "your function's arguments differ", capsys)
+def test_normalised_effect_wrong_signature_is_a_hint():
+    assert_hint(C.check_normalised_effect, lambda p, c: 0, "your function's arguments differ")
 
 
 def test_normalised_effect_mistake_table_tells_its_mistakes_apart():
@@ -192,8 +192,8 @@ def where_mask(clean_z, head, pos):
 
 
 @pytest.mark.parametrize("make_hook", [clone_and_patch, loop_over_batch, where_mask], ids=["clone", "loop", "where"])
-def test_patch_hook_correct_variants_pass(make_hook, capsys):
-    assert_passes(C.check_patch_hook, make_hook, capsys)
+def test_patch_hook_correct_variants_pass(make_hook):
+    assert_passes(C.check_patch_hook, make_hook)
 
 
 def test_an_in_place_hook_returning_none_patches_the_kit_model_too():
@@ -346,8 +346,8 @@ def every_head(clean_z, head, pos):
         ),
     ],
 )
-def test_patch_hook_mistakes_get_their_hint(make_hook, hint, capsys):
-    assert_hint(C.check_patch_hook, make_hook, hint, capsys)
+def test_patch_hook_mistakes_get_their_hint(make_hook, hint):
+    assert_hint(C.check_patch_hook, make_hook, hint)
 
 
 # ---------------------------------------------------------------- carry pairs
@@ -391,8 +391,8 @@ def pair_columns(a, b):
 
 
 @pytest.mark.parametrize("fn", [pair_digits, pair_strings, pair_columns], ids=["digits", "strings", "columns"])
-def test_carry_pair_correct_variants_pass(fn, capsys):
-    assert_passes(C.check_carry_pair, fn, capsys)
+def test_carry_pair_correct_variants_pass(fn):
+    assert_passes(C.check_carry_pair, fn)
 
 
 def carry_pair_with(
@@ -462,8 +462,8 @@ def hundreds_changed(a, b):
         (lambda a, b: carry_pair_with()(a, b) and "yes", "return a pair (clean, corrupted)"),
     ],
 )
-def test_carry_pair_mistakes_get_their_hint(fn, hint, capsys):
-    assert_hint(C.check_carry_pair, fn, hint, capsys)
+def test_carry_pair_mistakes_get_their_hint(fn, hint):
+    assert_hint(C.check_carry_pair, fn, hint)
 
 
 # ---------------------------------------------------------------- following a hint leads on, never back
@@ -471,7 +471,7 @@ def test_carry_pair_mistakes_get_their_hint(fn, hint, capsys):
 follow = assert_hint_chain
 
 
-def test_following_the_normalised_effect_hints_leads_to_a_pass(capsys):
+def test_following_the_normalised_effect_hints_leads_to_a_pass():
     follow(
         C.check_normalised_effect,
         [
@@ -479,7 +479,6 @@ def test_following_the_normalised_effect_hints_leads_to_a_pass(capsys):
             (lambda p, c, k: float(p - k) / float(c - k), "no float()"),
             (lambda p, c, k: (p - k) / (c - k), None),
         ],
-        capsys,
     )
     follow(
         C.check_normalised_effect,
@@ -488,7 +487,6 @@ def test_following_the_normalised_effect_hints_leads_to_a_pass(capsys):
             (lambda p, c, k: (p - k) / abs(c - k), "keep its sign"),
             (lambda p, c, k: (p - k) / (c - k), None),
         ],
-        capsys,
     )
     follow(
         C.check_normalised_effect,
@@ -497,12 +495,10 @@ def test_following_the_normalised_effect_hints_leads_to_a_pass(capsys):
             (lambda p, c, k: torch.div(p - k, c - k), "torch functions need tensors"),
             (lambda p, c, k: (p - k) / (c - k), None),
         ],
-        capsys,
     )
     follow(
         C.check_normalised_effect,
         [(python_if, "no Python `if`"), (as_numpy, "numpy array"), (in_place, "in place"), (effect_in_steps, None)],
-        capsys,
     )
     follow(
         C.check_normalised_effect,
@@ -511,11 +507,10 @@ def test_following_the_normalised_effect_hints_leads_to_a_pass(capsys):
             (clean_first, "another order"),
             (effect_in_steps, None),
         ],
-        capsys,
     )
 
 
-def test_following_the_patch_hook_hints_leads_to_a_pass(capsys):
+def test_following_the_patch_hook_hints_leads_to_a_pass():
     def z_only_off_by_one(clean_z, head, pos):
         def hook(z):
             z = z.clone()
@@ -531,11 +526,10 @@ def test_following_the_patch_hook_hints_leads_to_a_pass(capsys):
             (patching(set_(lambda h, p: (slice(None), h, p + 1))), "off by one"),
             (clone_and_patch, None),
         ],
-        capsys,
     )
-    follow(C.check_patch_hook, [(clone_not_returned, "unchanged"), (clone_and_patch, None)], capsys)
-    follow(C.check_patch_hook, [(clean_z_per_sample, "clean_z has batch 1"), (loop_over_batch, None)], capsys)
-    follow(C.check_patch_hook, [(batch_dropped, "drops the batch axis"), (clone_and_patch, None)], capsys)
+    follow(C.check_patch_hook, [(clone_not_returned, "unchanged"), (clone_and_patch, None)])
+    follow(C.check_patch_hook, [(clean_z_per_sample, "clean_z has batch 1"), (loop_over_batch, None)])
+    follow(C.check_patch_hook, [(batch_dropped, "drops the batch axis"), (clone_and_patch, None)])
     follow(
         C.check_patch_hook,
         [
@@ -544,11 +538,10 @@ def test_following_the_patch_hook_hints_leads_to_a_pass(capsys):
             (from_clean, "started from clean_z"),
             (clone_and_patch, None),
         ],
-        capsys,
     )
 
 
-def test_following_the_carry_pair_hints_leads_to_a_pass(capsys):
+def test_following_the_carry_pair_hints_leads_to_a_pass():
     follow(
         C.check_carry_pair,
         [
@@ -559,7 +552,6 @@ def test_following_the_carry_pair_hints_leads_to_a_pass(capsys):
             (longest_chain, "not a chain"),
             (pair_digits, None),
         ],
-        capsys,
     )
     follow(
         C.check_carry_pair,
@@ -568,12 +560,10 @@ def test_following_the_carry_pair_hints_leads_to_a_pass(capsys):
             (carry_pair_with(fmt=lambda a, b, b2: (f"{a} + {b}", f"{a} + {b2}")), "no spaces"),
             (carry_pair_with(), None),
         ],
-        capsys,
     )
     follow(
         C.check_carry_pair,
         [(carry_pair_with(units=lambda a: 10 - a % 10), "one more still carries"), (carry_pair_with(), None)],
-        capsys,
     )
 
 
@@ -650,6 +640,6 @@ def test_checkers_leave_the_random_state_alone(capsys):
     [(C.check_patch_hook, P.head_patch_hook), (C.check_carry_pair, lambda a, b: P.carry_pair(a, b, column=0))],
     ids=["patch hook", "carry pair"],
 )
-def test_the_kits_own_answer_does_not_pass(check, fn, capsys):
+def test_the_kits_own_answer_does_not_pass(check, fn):
     passed, line = checker_line(check, fn)
     assert not passed and "the kit's own attnkit.interp.patching." in line, line

@@ -18,7 +18,7 @@ NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "05_positional_en
 CHECKS = [C.check_sinusoidal_table, C.check_shift_matrix, C.check_rotate, C.check_alibi_bias, C.check_max_pool]
 
 
-def run(check, fn, capsys):
+def run(check, fn):
     return checker_line(check, fn)
 
 
@@ -69,8 +69,8 @@ def table_kit(n_pos, d_model):
 
 
 @pytest.mark.parametrize("fn", [table, table_torch, table_loops], ids=["numpy", "torch", "loops"])
-def test_sinusoidal_table_correct_variants_pass(fn, capsys):
-    assert_passes(C.check_sinusoidal_table, fn, capsys)
+def test_sinusoidal_table_correct_variants_pass(fn):
+    assert_passes(C.check_sinusoidal_table, fn)
 
 
 def positions_frequencies_swapped(n, d):
@@ -126,26 +126,26 @@ def index_swapped(n, d):
         (lambda n, d: table(n, d) * np.nan, "NaN in your table"),
     ],
 )
-def test_sinusoidal_table_mistakes_get_their_hint(fn, hint, capsys):
-    assert_hint(C.check_sinusoidal_table, fn, hint, capsys)
+def test_sinusoidal_table_mistakes_get_their_hint(fn, hint):
+    assert_hint(C.check_sinusoidal_table, fn, hint)
 
 
-def test_sinusoidal_table_own_value_error_messages_pass(capsys):
+def test_sinusoidal_table_own_value_error_messages_pass():
     def cannot(n, d):
         if d % 2:
             raise ValueError("d_model cannot be odd: could not pair the last sine")
         return table(n, d)
 
-    assert_passes(C.check_sinusoidal_table, cannot, capsys)
+    assert_passes(C.check_sinusoidal_table, cannot)
 
 
-def test_sinusoidal_table_assert_instead_of_value_error(capsys):
+def test_sinusoidal_table_assert_instead_of_value_error():
     def asserted(n, d):
         assert d % 2 == 0, "even please"
         return table(n, d)
 
-    assert_hint(C.check_sinusoidal_table, asserted, "AssertionError", capsys)
-    assert_hint(C.check_sinusoidal_table, asserted, "raise a ValueError", capsys)
+    assert_hint(C.check_sinusoidal_table, asserted, "AssertionError")
+    assert_hint(C.check_sinusoidal_table, asserted, "raise a ValueError")
 
 
 # ---------------------------------------------------------------- the shift matrix
@@ -181,8 +181,8 @@ def shift_vectorised(k, d_model):
 
 
 @pytest.mark.parametrize("fn", [shift, shift_vectorised], ids=["numpy loop", "vectorised"])
-def test_shift_matrix_correct_variants_pass(fn, capsys):
-    assert_passes(C.check_shift_matrix, fn, capsys)
+def test_shift_matrix_correct_variants_pass(fn):
+    assert_passes(C.check_shift_matrix, fn)
 
 
 def blocks_off_diagonal(k, d):
@@ -219,8 +219,8 @@ def blocks_off_diagonal(k, d):
         (lambda k, d: shift(k, d) * np.nan, "NaN in your matrix"),
     ],
 )
-def test_shift_matrix_mistakes_get_their_hint(fn, hint, capsys):
-    assert_hint(C.check_shift_matrix, fn, hint, capsys)
+def test_shift_matrix_mistakes_get_their_hint(fn, hint):
+    assert_hint(C.check_shift_matrix, fn, hint)
 
 
 # ---------------------------------------------------------------- RoPE
@@ -266,8 +266,8 @@ def rope_matrix(x):
 @pytest.mark.parametrize(
     "fn", [rope, rope_complex, rope_numpy_loops, rope_matrix], ids=["stack", "complex", "numpy loops", "shift matrices"]
 )
-def test_rotate_correct_variants_pass(fn, capsys):
-    assert_passes(C.check_rotate, fn, capsys)
+def test_rotate_correct_variants_pass(fn):
+    assert_passes(C.check_rotate, fn)
 
 
 def rope_four_d_only(x):
@@ -316,8 +316,8 @@ def rope_not_a_rotation(x):
         (lambda x: rope(x) / 0 * 0, "NaN in your result"),
     ],
 )
-def test_rotate_mistakes_get_their_hint(fn, hint, capsys):
-    assert_hint(C.check_rotate, fn, hint, capsys)
+def test_rotate_mistakes_get_their_hint(fn, hint):
+    assert_hint(C.check_rotate, fn, hint)
 
 
 # ---------------------------------------------------------------- ALiBi
@@ -368,8 +368,8 @@ def alibi_where(n_pos, n_heads):
     [alibi, alibi_loops, alibi_where, lambda n, H: alibi(n, H, blocked=-1e9)],
     ids=["masked_fill", "loops", "where + finfo.min", "-1e9"],
 )
-def test_alibi_correct_variants_pass(fn, capsys):
-    assert_passes(C.check_alibi_bias, fn, capsys)
+def test_alibi_correct_variants_pass(fn):
+    assert_passes(C.check_alibi_bias, fn)
 
 
 def alibi_floor_pairs(n, H):
@@ -427,8 +427,8 @@ def alibi_times_mask(n, H):
         (lambda n, H: alibi(n, H, slopes=lambda H: torch.full((H,), 0.3)), "head 0, query"),
     ],
 )
-def test_alibi_mistakes_get_their_hint(fn, hint, capsys):
-    assert_hint(C.check_alibi_bias, fn, hint, capsys)
+def test_alibi_mistakes_get_their_hint(fn, hint):
+    assert_hint(C.check_alibi_bias, fn, hint)
 
 
 # ---------------------------------------------------------------- max pool
@@ -448,8 +448,8 @@ def pool_loops(score, pad):
     ],
     ids=["masked_fill", "where + finfo.min", "loops", "numpy"],
 )
-def test_max_pool_correct_variants_pass(fn, capsys):
-    assert_passes(C.check_max_pool, fn, capsys)
+def test_max_pool_correct_variants_pass(fn):
+    assert_passes(C.check_max_pool, fn)
 
 
 @pytest.mark.parametrize(
@@ -473,8 +473,8 @@ def test_max_pool_correct_variants_pass(fn, capsys):
         (lambda s, p: s.masked_fill(p, float("-inf")).amax(1) + 0.1, "the largest score among its real"),
     ],
 )
-def test_max_pool_mistakes_get_their_hint(fn, hint, capsys):
-    assert_hint(C.check_max_pool, fn, hint, capsys)
+def test_max_pool_mistakes_get_their_hint(fn, hint):
+    assert_hint(C.check_max_pool, fn, hint)
 
 
 # ---------------------------------------------------------------- every checker: stubs and strange input
@@ -485,8 +485,8 @@ def stub(*args):
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
-def test_the_unfilled_stub_is_not_done(check, capsys):
-    passed, line = run(check, stub, capsys)
+def test_the_unfilled_stub_is_not_done(check):
+    passed, line = run(check, stub)
     assert passed is False and line.startswith("⏳") and "not implemented yet" in line, line
 
 
@@ -524,13 +524,13 @@ STRANGE = {
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
 @pytest.mark.parametrize("what", list(STRANGE))
-def test_checkers_never_raise(check, what, capsys):
-    passed, line = run(check, STRANGE[what], capsys)
+def test_checkers_never_raise(check, what):
+    passed, line = run(check, STRANGE[what])
     assert passed is False and line[0] in "❌⏳", line
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
-def test_checkers_leave_the_random_state_alone(check, capsys):
+def test_checkers_leave_the_random_state_alone(check):
     torch_state, np_state = torch.random.get_rng_state(), np.random.get_state()
     check(stub)
     check(lambda *a: torch.zeros(3))
@@ -609,7 +609,7 @@ def test_notebook_stubs_are_not_done(capsys):
 # ---------------------------------------------------------------- following a hint leads on, never back
 
 
-def test_following_the_hints_leads_to_a_pass(capsys):
+def test_following_the_hints_leads_to_a_pass():
     """A learner with two mistakes fixes them one hint at a time: each step gets a new hint, then ✅."""
     steps = [
         (
@@ -664,12 +664,12 @@ def test_following_the_hints_leads_to_a_pass(capsys):
         assert_hint_chain(check, chain)
 
 
-def test_an_exception_inside_a_checker_is_one_line_too(monkeypatch, capsys):
+def test_an_exception_inside_a_checker_is_one_line_too(monkeypatch):
     def broken(*args):
         raise RuntimeError("a bug in the reference")
 
     monkeypatch.setattr(C.P, "sinusoidal_table", broken)
-    passed, line = run(C.check_sinusoidal_table, table, capsys)
+    passed, line = run(C.check_sinusoidal_table, table)
     assert not passed and line.startswith("❌ sinusoidal_table: the checker could not use what you passed"), line
 
 
@@ -685,8 +685,8 @@ def test_an_exception_inside_a_checker_is_one_line_too(monkeypatch, capsys):
         (lambda n, d: table(n, d).tolist(), "is a list, expected a torch tensor"),  # one type rule: lists refused
     ],
 )
-def test_result_types(fn, hint, capsys):
-    passed, line = run(C.check_sinusoidal_table, fn, capsys)
+def test_result_types(fn, hint):
+    passed, line = run(C.check_sinusoidal_table, fn)
     assert (passed and hint is None) or (not passed and hint in line), line
 
 
@@ -701,6 +701,6 @@ def test_result_types(fn, hint, capsys):
     ],
     ids=["table", "matrix power", "shift matrix", "rotate", "alibi"],
 )
-def test_the_kits_own_answer_does_not_pass(check, fn, capsys):
+def test_the_kits_own_answer_does_not_pass(check, fn):
     passed, line = checker_line(check, fn)
     assert not passed and "the kit's own attnkit.core.positional." in line, line
