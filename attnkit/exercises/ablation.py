@@ -17,7 +17,7 @@ from torch import Tensor
 
 from ..adder.data import PAD
 from ..core.hooks import HookPoint, ablate_heads, gate_z
-from .checking import GENERAL_ADVICE, Hint, call, checker, refuse_list
+from .checking import GENERAL_ADVICE, Hint, call, checker, refuse_list, wrote_into_activation
 from .models import sum_batches, tiny_ablation_model
 
 
@@ -176,12 +176,8 @@ def check_ablation_hook(make_hook: Callable) -> str:
                     "your hook changed `fill` in place: it is the reference mean, shared by every run — "
                     "copy from it (fill[head]) without writing to it"
                 )
-            if not torch.equal(mine, z):  # the model (and other hooks) still use the z it handed over
-                raise Hint(
-                    "your hook wrote into the z it was handed (z[:, head] = ... on z itself): the "
-                    "activation must stay as it came — patch a copy, z = z.clone(), and return that",
-                    mistake="hook-writes-activation",
-                )
+            if not torch.equal(mine, z):
+                raise wrote_into_activation("z[:, head] = ...")
             if out is None:
                 raise Hint(
                     "your hook returned None: the value a hook returns replaces the activation — return the new z"

@@ -353,6 +353,16 @@ def call(
         raise Hint(hint) from None
 
 
+def wrote_into_activation(assignment: str) -> Hint:
+    """The hint for a hook that changed the activation it was handed (`assignment`, e.g.
+    "z[:, head] = ..."): the model and any other hook still use that tensor."""
+    return Hint(
+        f"your hook wrote into the z it was handed ({assignment} on z itself): the activation must "
+        "stay as it came — patch a copy, z = z.clone(), and return that",
+        mistake="hook-writes-activation",
+    )
+
+
 def _last_cell_error() -> str:
     """In a notebook: the error the previously run cell stopped with ("" if none, or if that was
     a stub's NotImplementedError). A solution cell with a SyntaxError defines nothing new."""

@@ -19,7 +19,7 @@ from torch import Tensor
 
 from ..core.hooks import HookPoint
 from ..interp.patching import carry_pair, head_patch_hook
-from .checking import Hint, call, checker
+from .checking import Hint, call, checker, wrote_into_activation
 
 
 def yours_if_it_passed(answer, check, hints: bool = True):
@@ -403,12 +403,8 @@ def check_patch_hook(make_hook: Callable) -> str:
                 "your hook changed clean_z: it only reads it — copy from clean_z into (a clone of) z, "
                 "z[:, head, pos] = clean_z[:, head, pos]"
             )
-        if not torch.equal(z, z_before):  # the model (and other hooks) still use the z it handed over
-            raise Hint(
-                "your hook wrote into the z it was handed (z[:, head, pos] = ... on z itself): the "
-                "activation must stay as it came — patch a copy, z = z.clone(), and return that",
-                mistake="hook-writes-activation",
-            )
+        if not torch.equal(z, z_before):
+            raise wrote_into_activation("z[:, head, pos] = ...")
         if out is None:
             raise Hint("your hook returns None: return the patched copy of z (`return z` at its end)")
         if not isinstance(out, Tensor):
