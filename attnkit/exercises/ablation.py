@@ -17,7 +17,7 @@ from torch import Tensor
 
 from ..adder.data import PAD
 from ..core.hooks import HookPoint, ablate_heads, gate_z
-from .checking import GENERAL_ADVICE, Hint, call, checker, refuse_list, wrote_into_activation
+from .checking import GENERAL_ADVICE, Hint, call, checker, refuse_list, require_tensor, wrote_into_activation
 from .models import sum_batches, tiny_ablation_model
 
 
@@ -227,7 +227,8 @@ def check_mean_z(fn: Callable) -> str:
     """`fn(z, real)` -> (heads, d_head): each head's mean z over every real query position,
     z (batch, heads, pos, d_head), real (batch, pos) bool."""
     gen = torch.Generator().manual_seed(41)
-    cases = [([6, 2, 4, 5], 3, 6, 5), ([3], 2, 4, 7), ([1, 5, 2], 5, 5, 3)]  # real lengths, heads, pos, d_head
+    # (real lengths, heads, pos, d_head); the last has a problem of padding only and two all-padding columns
+    cases = [([6, 2, 4, 5], 3, 6, 5), ([3], 2, 4, 7), ([1, 5, 2], 5, 5, 3), ([3, 0, 2], 2, 5, 4)]
     for lengths, n_heads, n_pos, d_head in cases:
         batch = len(lengths)
         z = _randn(batch, n_heads, n_pos, d_head, gen=gen) + 2.0  # not centred: padding shifts the mean
@@ -254,6 +255,7 @@ def check_mean_z(fn: Callable) -> str:
         )
         if not (torch.equal(z_in, z) and torch.equal(real_in, real)):
             raise Hint("your function changed its input in place (e.g. z *= ...): compute on a copy")
+        require_tensor(got, "function's result")  # it is the `fill` of a hook, assigned into z
         got = _array(got, "function")
         shape = (n_heads, d_head)
         wrong_shapes = [  # the first that fits names the mistake (two can coincide, e.g. batch = heads)
@@ -277,12 +279,14 @@ def check_mean_z(fn: Callable) -> str:
         got_t = torch.from_numpy(got)
         if torch.allclose(got_t, want, atol=1e-5, rtol=1e-5):
             continue
-        if torch.isnan(got_t).any():
-            raise Hint(
-                "NaN in your result: divide by the number of real positions (real.sum()), not by a count "
-                "that can be 0" + where
-            )
         per_problem = ((zd * mask).sum(dim=2) / mask.sum(dim=2)).mean(dim=0)
+        if torch.isnan(got_t).any():
+            if torch.equal(torch.isnan(got_t), torch.isnan(per_problem)) and 0 in lengths:  # 0 / 0 for that problem
+                raise Hint(
+                    "NaN in your result: a problem here has no real position, and its own mean is 0 / 0 — "
+                    "divide the sum over every problem by the total number of real positions, real.sum()" + where
+                )
+            raise Hint(f"NaN in your result{where}, where every head's mean is a finite number")
         wrong = [
             (zd.mean(dim=(0, 2)), "padding positions counted: average only where real is True"),
             (
@@ -619,6 +623,7 @@ def check_head_importance(fn: Callable) -> str:
             )
         if model.training:
             raise Hint("your code left the model in training mode: call model.eval() again (or never leave it)")
+        require_tensor(result, "function's result")
         got = _array(result, "function")
         if got.shape != (n_heads,):
             if got.size == n_heads:
