@@ -333,3 +333,74 @@ def test_aligned_share_hint_needs_the_mistake_on_every_case():
     assert not passed and "first problem only" not in line and "expected" in line, line
     assert_hint(H.check_aligned_share, lambda c, h: H._aligned_variant(c, h, first_only=True), "first problem only")
     assert_passes(H.check_aligned_share, lambda c, h: H._aligned_variant(c, h))
+
+
+def ablation_hook(head, fill=None):
+    def hook(z, hook):
+        z = z.clone()
+        z[:, head] = 0.0 if fill is None else fill[head]
+        return z
+
+    return hook
+
+
+def ablation_hook_float64(head, fill=None):  # the values are right, the dtype is not
+    def hook(z, hook):
+        z = z.double().clone()
+        z[:, head] = 0.0 if fill is None else fill[head].double()
+        return z
+
+    return hook
+
+
+def ablation_hook_where(head, fill=None):  # a different valid way: a mask, in z's dtype
+    def hook(z, hook):
+        value = z.new_zeros(z.shape[-1]) if fill is None else fill[head].to(z.dtype)
+        mask = (torch.arange(z.size(1)) == head)[None, :, None, None]
+        return torch.where(mask, value, z)
+
+    return hook
+
+
+def test_ablation_hook_must_keep_zs_dtype():
+    assert_hint(AB.check_ablation_hook, ablation_hook_float64, "keep z's dtype")
+    assert_passes(AB.check_ablation_hook, ablation_hook)
+    assert_passes(AB.check_ablation_hook, ablation_hook_where)
+
+
+def prune(heads, accuracy, better=lambda a, b: a > b):
+    removed, remaining, curve = [], list(heads), [accuracy([])]
+    while remaining:
+        best = remaining[0]
+        for h in remaining[1:]:
+            if better(accuracy(removed + [h]), accuracy(removed + [best])):
+                best = h
+        removed.append(best)
+        remaining.remove(best)
+        curve.append(accuracy(removed))
+    return removed, curve
+
+
+def test_prune_order_ties_go_to_the_first_of_equals():
+    assert_hint(AB.check_prune_order, lambda h, a: prune(h, a, lambda x, y: x >= y), "first of equals")
+    assert_hint(
+        AB.check_prune_order,
+        lambda h, a: prune(h[::-1], a),  # the candidates taken in reverse order: a tie keeps the last
+        "first of equals",
+    )
+    assert_passes(AB.check_prune_order, prune)
+    assert_passes(
+        AB.check_prune_order,  # max() keeps the first of equals
+        lambda heads, acc: (lambda order: (order, [acc(order[:k]) for k in range(len(order) + 1)]))(
+            _max_order(heads, acc)
+        ),
+    )
+
+
+def _max_order(heads, accuracy):
+    removed, remaining = [], list(heads)
+    while remaining:
+        best = max(remaining, key=lambda h: accuracy(removed + [h]))
+        removed.append(best)
+        remaining.remove(best)
+    return removed

@@ -190,6 +190,12 @@ def check_ablation_hook(make_hook: Callable) -> str:
                 )
             if tuple(out.shape) != shape:
                 raise Hint(f"the hook must return z's shape {shape}, got {tuple(out.shape)}")
+            if out.dtype != z.dtype:  # the module's output projection multiplies it with float32 weights
+                raise Hint(
+                    f"your hook returns {out.dtype} for a z of {z.dtype}: keep z's dtype (no .double(), and "
+                    "a fill from torch.tensor(..., dtype=z.dtype) or z.new_zeros)",
+                    mistake="wrong-dtype",
+                )
             want = z.clone()
             want[:, head] = 0.0 if fill is None else fill[head]
             if not _same(out, want):
@@ -387,6 +393,8 @@ def _pruning_cases() -> list[_Accuracy]:
         ),
         _Accuracy(five, [0.012, 0.001, 0.0022, 0.03, 0.0013], [([1, 4], 0.1), ([1, 2], 0.06)]),
         _Accuracy(["dec.cross.2.0"], [0.4], []),
+        # ties (costs in powers of 2: equal sums are equal floats): the first of equals, in heads' order
+        _Accuracy(["dec.self.1.0", "dec.self.1.1", "dec.self.1.2", "dec.self.1.3"], [2**-6, 2**-6, 2**-5, 2**-6], []),
     ]
 
 
@@ -434,6 +442,13 @@ def check_prune_order(fn: Callable) -> str:
             )
         if order != want_order:
             k = next((i for i, (a, b) in enumerate(zip(order, want_order)) if a != b), len(order))
+            if k < len(order) and order[k] in acc.costs and acc.value(order[: k + 1]) == acc.value(want_order[: k + 1]):
+                raise Hint(
+                    f"after removing {order[:k]}, {order[k]} and {want_order[k]} leave the same accuracy: on a tie "
+                    f"take the first of equals in the order of `heads` ({want_order[k]}), as max() does — a `>=` "
+                    f"comparison or a sort keeps the last{where}",
+                    mistake="prune-tie",
+                )
             if k == len(order) and len(order) < n:
                 raise Hint(
                     f"you stopped after {len(order)} of {n} heads: keep removing until no head is left "
@@ -489,7 +504,7 @@ def check_prune_order(fn: Callable) -> str:
                 "not with head k removed alone" + where
             )
         raise Hint(f"curve should be [accuracy(order[:k]) for k = 0 … {n}]; yours differs{where}")
-    return "greedy order and curve on 7, 5 and 1 heads, with heads that back each other up"
+    return "greedy order and curve on 7, 5, 4 and 1 heads, with heads that back each other up and ties"
 
 
 # ---------------------------------------------------------------- ⭐⭐⭐ gradient importance
