@@ -404,3 +404,46 @@ def _max_order(heads, accuracy):
         removed.append(best)
         remaining.remove(best)
     return removed
+
+
+# ---------------------------------------------------------------- symptom hints backed by a probe
+
+
+def test_alibi_nan_away_from_a_mask_is_located_not_blamed_on_0_times_inf():
+    def nan_on_the_diagonal(n, h):
+        bias = alibi(n, h)
+        return bias.masked_fill(torch.eye(n, dtype=torch.bool), float("nan"))  # e.g. a log of a negative number
+
+    passed, line = checker_line(PE.check_alibi_bias, nan_on_the_diagonal)
+    assert not passed and "0 · inf" not in line and "at [h=0, i=0, j=0], where the bias is -30" in line, line
+
+    def times_mask(n, h):  # the mistake the hint names: NaN on every allowed key
+        allowed = ~alibi(n, h).isinf()
+        return alibi(n, h).masked_fill(~allowed, 0.0) * allowed + (~allowed) * float("-inf")
+
+    assert_hint(PE.check_alibi_bias, times_mask, "0 · inf is NaN")
+
+
+def test_alibi_odd_head_advice_only_when_an_even_count_runs():
+    def pairs_from_half(n, h):  # h // 2 slopes: fails for an odd head count only
+        slopes = P.alibi_slopes(h // 2).repeat_interleave(2)
+        return alibi(n, h) + 0 * slopes[:, None, None]
+
+    assert_hint(PE.check_alibi_bias, pairs_from_half, "the last head is a left head without a partner")
+
+    def fails_on_even_lengths(n, h):
+        if n % 2 == 0:
+            raise ValueError("n_pos must be odd")
+        return alibi(n, h)
+
+    passed, line = checker_line(PE.check_alibi_bias, fails_on_even_lengths)
+    assert not passed and "n_pos must be odd" in line and "without a partner" not in line, line
+
+
+def test_greedy_writing_one_token_throughout_is_told_what_the_model_gives():
+    def constant(model, src, bos_id, eos_id, max_steps):
+        model(src, torch.full((len(src), 1), bos_id))
+        return torch.full((len(src), max_steps), 3)
+
+    passed, line = checker_line(A.check_greedy, constant)
+    assert not passed and "you wrote 3 at every step, but" in line, line

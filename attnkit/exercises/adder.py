@@ -776,10 +776,11 @@ def check_greedy(fn: Callable) -> str:
                 candidate = _reference_greedy(model, src, bos, n, mode)
                 if _same(out[r, : ends[r]], candidate[r, : ends[r]]):
                     raise Hint(message)
-            if len(set(out[r, : ends[r]].tolist())) == 1 and ends[r] > 2:
+            if len(set(out[r, : ends[r]].tolist())) == 1 and ends[r] > 2:  # no mistake above matched: say what differs
                 raise Hint(
-                    "every step gives the same token: append each step's argmax to the decoder input "
-                    "and read the logits of the last position, logits[:, -1]"
+                    f"{where.strip()}, row {r}: you wrote {int(out[r, 0])} at every step, but given <s> and your "
+                    f"earlier tokens the model's last-position logits peak at {int(best[r, t])} at step {t} — "
+                    "append each step's argmax to the decoder input and read the logits of the last position"
                 )
             raise Hint(
                 f"{where.strip()}, row {r}, step {t}: you wrote {int(out[r, t])}, but given <s> and your "
