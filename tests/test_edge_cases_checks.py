@@ -445,3 +445,50 @@ def test_greedy_writing_one_token_throughout_is_told_what_the_model_gives():
 
     passed, line = checker_line(A.check_greedy, constant)
     assert not passed and "you wrote 3 at every step, but" in line, line
+
+
+# ---------------------------------------------------------------- importance leaves the model and batches alone
+
+
+def importance(model, name, batches, *, freeze=False, restore=True, write_gold=False):
+    from attnkit.adder.data import PAD
+    from attnkit.core.hooks import gate_z
+
+    n_heads = model.attention_modules()[name].n_heads
+    params = list(model.parameters())
+    if freeze:  # only the gates need a gradient: faster, but the weights must come back trainable
+        for p in params:
+            p.requires_grad_(False)
+    try:
+        total, count = torch.zeros(n_heads), 0
+        for src, tgt_in, gold in batches:
+            if write_gold:
+                gold[gold == PAD] = -100  # F.cross_entropy's default ignore_index, written into the caller's gold
+            gate = torch.ones(len(src), n_heads, requires_grad=True)
+            logits = model.run_with_hooks(src, tgt_in, hooks=[(f"{name}.hook_z", lambda z, hook: gate_z(z, gate))])
+            ignore = -100 if write_gold else PAD
+            loss = F.cross_entropy(logits.flatten(0, 1), gold.flatten(), ignore_index=ignore, reduction="sum")
+            total += torch.autograd.grad(loss, gate)[0].abs().sum(0)
+            count += len(src)
+        return total / count
+    finally:
+        if freeze and restore:
+            for p in params:
+                p.requires_grad_(True)
+
+
+@pytest.mark.parametrize(
+    "kwargs, hint",
+    [
+        (dict(freeze=True, restore=False), "requires_grad=False"),
+        (dict(write_gold=True), "wrote into the caller's batch"),
+    ],
+    ids=["weights left frozen", "gold written"],
+)
+def test_head_importance_must_leave_the_model_trainable_and_the_batches_alone(kwargs, hint):
+    assert_hint(AB.check_head_importance, lambda m, n, b: importance(m, n, b, **kwargs), hint)
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(freeze=True, restore=True)], ids=["plain", "frozen then restored"])
+def test_head_importance_variants_that_leave_things_alone_pass(kwargs):
+    assert_passes(AB.check_head_importance, lambda m, n, b: importance(m, n, b, **kwargs))

@@ -638,6 +638,21 @@ def check_head_importance(fn: Callable) -> str:
             )
         if model.training:
             raise Hint("your code left the model in training mode: call model.eval() again (or never leave it)")
+        frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
+        if frozen:  # training the model afterwards would silently leave these weights as they are
+            raise Hint(
+                f"your code left {len(frozen)} of the model's weights with requires_grad=False ({frozen[0]}, ...): "
+                "only the gate needs a gradient, but the weights must stay trainable — don't switch them off, "
+                "or switch them back on before returning",
+                mistake="global-state",
+            )
+        changed = [i for i, (b, g) in enumerate(zip(batches, given)) if not all(map(torch.equal, b, g))]
+        if changed:
+            raise Hint(
+                f"your code wrote into the caller's batch {changed[0]} (src, tgt_in or gold, e.g. "
+                "gold[gold == PAD] = -100): the study reuses its batches — pass ignore_index=PAD, or work on a copy",
+                mistake="writes-caller-batch",
+            )
         require_tensor(result, "function's result")
         got = _array(result, "function")
         if got.shape != (n_heads,):
