@@ -492,3 +492,22 @@ def test_head_importance_must_leave_the_model_trainable_and_the_batches_alone(kw
 @pytest.mark.parametrize("kwargs", [dict(), dict(freeze=True, restore=True)], ids=["plain", "frozen then restored"])
 def test_head_importance_variants_that_leave_things_alone_pass(kwargs):
     assert_passes(AB.check_head_importance, lambda m, n, b: importance(m, n, b, **kwargs))
+
+
+def loss_in_eval_mode(model, src, tgt, pad_id):
+    model.eval()  # "no dropout while measuring": the training loop then trains without dropout
+    return flat_ce(model(src, tgt[:, :-1]), tgt[:, 1:], ignore_index=pad_id)
+
+
+def loss_mode_restored(model, src, tgt, pad_id):
+    was_training = model.training
+    model.train()
+    try:
+        return flat_ce(model(src, tgt[:, :-1]), tgt[:, 1:], ignore_index=pad_id)
+    finally:
+        model.train(was_training)
+
+
+def test_a_loss_must_leave_the_models_mode_as_it_came():
+    assert_hint(A.check_teacher_forcing_loss, loss_in_eval_mode, "switched the model to evaluation mode")
+    assert_passes(A.check_teacher_forcing_loss, loss_mode_restored)

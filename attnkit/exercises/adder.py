@@ -370,6 +370,12 @@ def check_teacher_forcing_loss(fn: Callable) -> str:
                 ) from None
             raise
         _untouched(src_given, src, tgt_given, tgt, where)
+        if not model.training:  # every model here is handed over in training mode, as the training loop has it
+            raise Hint(
+                f"your loss switched the model to evaluation mode (model.eval()){where}: the training loop "
+                "trains it in training mode (dropout on) — leave the mode as it came",
+                mistake="global-state",
+            )
         value, has_grad = _loss_value(result)
         with torch.no_grad():
             logits = model.logits(src, tgt[:, :-1])
