@@ -690,7 +690,7 @@ def check_alibi_bias(fn: Callable) -> str:
                 out,
                 torch.get_default_dtype(),
                 f"bias{context}",
-                "torch's default dtype, as P.alibi_bias gives it: a float64 bias makes the float32 scores "
+                "torch's default dtype, float32: a float64 bias makes the float32 scores "
                 "float64, and their product with the float32 values fails",
             )
             odd_passed = odd_passed or H % 2 == 1
