@@ -41,7 +41,7 @@ def _free_reads(node, bound: set, free: set) -> None:
             bound.add(node.name)
     elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)):
         _free_reads(node.value, bound, free) if node.value else None
-        for target in getattr(node, "targets", None) or [node.target]:
+        for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
             _free_reads(target, bound, free)
     elif isinstance(node, ast.AugAssign):
         if isinstance(node.target, ast.Name) and node.target.id not in bound:
@@ -80,15 +80,15 @@ def _names(source: str, modules: set):
     for statement in tree.body:
         _free_reads(statement, bound, free)
     self_contained = True
-    top = list(tree.body)  # what runs now: the cell less its function and class bodies
+    top: list[ast.AST] = list(tree.body)  # what runs now: the cell less its function and class bodies
     while top:
         node = top.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
         store = isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, (ast.Store, ast.Del))
-        method = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-        if store or (method and _changes_state(node.func.attr)):
-            base = node.func if method else node
+        method = node.func if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) else None
+        if store or (method and _changes_state(method.attr)):
+            base: ast.AST = method or node
             while isinstance(base, (ast.Attribute, ast.Subscript, ast.Call)):
                 base = base.func if isinstance(base, ast.Call) else base.value
             name = base.id if isinstance(base, ast.Name) else ""
@@ -116,7 +116,8 @@ def cells_that_repeat_the_solution(student: list, solution: list) -> dict[int, s
     parsed = [_names(cell.source, modules) for cell in student]
     if any(p is None for p in parsed):
         return {}
-    must, tainted = [], set()
+    must: list[bool] = []
+    tainted: set[str] = set()
     for cell, original, (read, bound, self_contained) in zip(student, solution, parsed):
         stub = cell.source != original.source
         learner = stub or bool(read & tainted)
