@@ -27,6 +27,28 @@ def read(path):
     return nbformat.read(path, as_version=4)
 
 
+def cli(capsys, monkeypatch, cwd, *args):
+    """`python -m attnkit ARGS` in this process (the happy paths and refusals need no interpreter of
+    their own): (exit status, stdout, stderr). The signal handlers it installs are put back."""
+    import signal
+
+    from attnkit.__main__ import main
+
+    monkeypatch.chdir(cwd)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    capsys.readouterr()
+    try:
+        main([str(a) for a in args])
+        status = 0
+    except SystemExit as e:
+        status = e.code if isinstance(e.code, int) else 1
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
 # ---------------------------------------------------------------- the student edition
 
 
@@ -140,22 +162,12 @@ def test_writing_the_edition_never_overwrites_a_learners_work(tmp_path):
         write_student_edition(NOTEBOOKS_DIR, tmp_path / "file")
 
 
-def test_student_command_reports_problems_without_a_traceback(tmp_path):
+def test_student_command_reports_problems_without_a_traceback(tmp_path, capsys, monkeypatch):
     (tmp_path / "taken").write_text("x")
-    done = subprocess.run(
-        [sys.executable, "-m", "attnkit", "student", str(tmp_path / "taken")],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 2 and "exists and is not a folder" in done.stderr and "Traceback" not in done.stderr
-    done = subprocess.run(
-        [sys.executable, "-m", "attnkit", "student", str(tmp_path / "s"), "--with-solutions"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0 and "self-study edition" in done.stdout
+    status, _, err = cli(capsys, monkeypatch, tmp_path, "student", tmp_path / "taken")
+    assert status == 2 and "exists and is not a folder" in err and "Traceback" not in err
+    status, out, _ = cli(capsys, monkeypatch, tmp_path, "student", tmp_path / "s", "--with-solutions")
+    assert status == 0 and "self-study edition" in out
     assert "<summary>Solution" in (tmp_path / "s" / COURSE[0].name).read_text()
 
 
@@ -278,7 +290,7 @@ def test_a_notebook_that_fails_is_graded_as_far_as_it_got(tmp_path, middle, merg
 
 
 @pytest.mark.slow
-def test_grade_command_writes_a_row_per_exercise_and_never_stops_at_a_bad_notebook(tmp_path):
+def test_grade_command_writes_a_row_per_exercise_and_never_stops_at_a_bad_notebook(tmp_path, capsys, monkeypatch):
     good, broken, no_checks = tmp_path / "good.ipynb", tmp_path / "broken.ipynb", tmp_path / "plain.ipynb"
     nbformat.write(mini_notebook(), good)
     broken.write_text("{ not json")
@@ -343,31 +355,14 @@ def test_grade_command_writes_a_row_per_exercise_and_never_stops_at_a_bad_notebo
     assert done.returncode == 0 and "pre-flight" in done.stderr, done.stderr
     assert f"{named.name}: 2/5 exercises passed" in done.stdout, done.stdout
     (tmp_path / "other.csv").write_text("someone's spreadsheet\n")
-    refused = subprocess.run(
-        [sys.executable, "-m", "attnkit", "grade", str(good), "--csv", str(tmp_path / "other.csv")],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=60,
-    )
-    assert refused.returncode == 2 and "not a grades table written by attnkit" in refused.stderr
+    status, _, err = cli(capsys, monkeypatch, tmp_path, "grade", good, "--csv", tmp_path / "other.csv")
+    assert status == 2 and "not a grades table written by attnkit" in err
     for bad in ("nan", "inf"):
-        refused = subprocess.run(
-            [sys.executable, "-m", "attnkit", "grade", str(good), "--cell-timeout", bad],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-            timeout=60,
-        )
-        assert refused.returncode == 2 and "--cell-timeout must be a finite number" in refused.stderr, bad
+        status, _, err = cli(capsys, monkeypatch, tmp_path, "grade", good, "--cell-timeout", bad)
+        assert status == 2 and "--cell-timeout must be a finite number" in err, bad
     # The output path is checked before any notebook runs.
-    done = subprocess.run(
-        [sys.executable, "-m", "attnkit", "grade", str(good), "--csv", str(tmp_path / "no" / "g.csv")],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 2 and "folder" in done.stderr and "does not exist" in done.stderr
+    status, _, err = cli(capsys, monkeypatch, tmp_path, "grade", good, "--csv", tmp_path / "no" / "g.csv")
+    assert status == 2 and "folder" in err and "does not exist" in err
 
 
 def test_a_submission_is_matched_to_its_course_notebook():
@@ -420,28 +415,18 @@ def test_a_checker_without_hints_says_only_whether_it_passed(capsys):
     assert capsys.readouterr().out.startswith("✅")
 
 
-def test_course_command_writes_an_edition_without_hints(tmp_path):
-    done = subprocess.run(
-        [sys.executable, "-m", "attnkit", "course", str(tmp_path / "out"), "--edition", "student", "--no-hints"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
+def test_course_command_writes_an_edition_without_hints(tmp_path, capsys, monkeypatch):
+    status, out, err = cli(
+        capsys, monkeypatch, tmp_path, "course", tmp_path / "out", "--edition", "student", "--no-hints"
     )
-    assert done.returncode == 0 and "without hints" in done.stdout, done.stderr
+    assert status == 0 and "without hints" in out, err
     for path in COURSE:
         without = read(tmp_path / "out" / path.name)
         assert without.metadata["attnkit"]["hints"] is False
         assert not any("<summary>Hint" in c.source for c in without.cells), path.name
         assert exercise_ids(without) == exercise_ids(read(path))
-    refused = subprocess.run(
-        [sys.executable, "-m", "attnkit", "course", str(tmp_path / "c"), "--no-hints"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
-    assert refused.returncode == 2 and "--no-hints is for the student and self-study editions" in refused.stderr
+    status, _, err = cli(capsys, monkeypatch, tmp_path, "course", tmp_path / "c", "--no-hints")
+    assert status == 2 and "--no-hints is for the student and self-study editions" in err
 
 
 # ---------------------------------------------------------------- check cells and messages give no answer
