@@ -587,7 +587,7 @@ def namespace():
     ns = {}
     exec(
         "import numpy as np\nimport torch\nfrom attnkit.adder.data import carry_stats\n"
-        "from attnkit.interp import patching as P\nfrom attnkit.exercises import patching as patching_checks",
+        "from attnkit.interp import patching\nfrom attnkit.exercises import patching as patching_checks",
         ns,
     )
     return ns

@@ -556,7 +556,7 @@ def notebook_exercises():
 def namespace():
     ns = {}
     exec(
-        "import numpy as np\nimport torch\nfrom attnkit.core import positional as P\n"
+        "import numpy as np\nimport torch\nfrom attnkit.core import positional\n"
         "from attnkit.exercises import positional as positional_checks",
         ns,
     )
