@@ -14,8 +14,8 @@ from attnkit.adder.data import PAD
 from attnkit.core.hooks import gate_z
 from attnkit.exercises import ablation as C
 from attnkit.exercises import models as check_models
-from conftest import assert_hint as fails_with
-from conftest import checker_line
+
+from helpers import assert_hint, checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "04_head_ablation.ipynb"
 STUB = 'raise NotImplementedError("your code here")'
@@ -252,7 +252,7 @@ def test_ablation_hook_mistakes():
         ): "changed `fill` in place",
     }
     for fn, hint in mistakes.items():
-        fails_with(C.check_ablation_hook, fn, hint)
+        assert_hint(C.check_ablation_hook, fn, hint)
 
 
 def test_ablation_hook_never_raises():
@@ -325,7 +325,7 @@ def test_mean_z_mistakes():
         (lambda z, real: mean_mask(z, real) + 0.1): "differs from each head's average",
     }
     for fn, hint in mistakes.items():
-        fails_with(C.check_mean_z, fn, hint)
+        assert_hint(C.check_mean_z, fn, hint)
 
 
 def test_mean_z_never_raises():
@@ -458,7 +458,7 @@ def test_prune_order_mistakes():
         (lambda accuracy, heads: prune_max(heads, accuracy)): "in that order",
     }
     for fn, hint in mistakes.items():
-        fails_with(C.check_prune_order, fn, hint)
+        assert_hint(C.check_prune_order, fn, hint)
 
 
 def test_prune_order_never_raises():
@@ -673,7 +673,7 @@ def test_head_importance_mistakes():
         (lambda model, name, batches: None): "forget `return`",
     }
     for fn, hint in mistakes.items():
-        fails_with(C.check_head_importance, fn, hint)
+        assert_hint(C.check_head_importance, fn, hint)
 
 
 def test_head_importance_never_raises():

@@ -13,7 +13,8 @@ import torch.nn.functional as F
 
 from attnkit.exercises import adder as C
 from attnkit.exercises import models as check_models
-from conftest import assert_hint, checker_line
+
+from helpers import assert_hint, checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "02_training_the_adder.ipynb"
 CHECKS = {

@@ -11,7 +11,8 @@ from torch import nn
 
 from attnkit.core.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
 from attnkit.exercises import attention as checks
-from conftest import checker_line
+
+from helpers import checker_line
 
 
 def run_check(check, code):

@@ -12,7 +12,8 @@ import torch
 from attnkit.adder.data import PAD
 from attnkit.exercises import heatmaps as H
 from attnkit.interp.roles import row_shares
-from conftest import assert_hint, checker_line
+
+from helpers import assert_hint, checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_attention_heatmaps.ipynb"
 

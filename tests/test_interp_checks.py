@@ -15,7 +15,8 @@ from attnkit.adder.data import carry_stats
 from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
 from attnkit.exercises import patching as C
 from attnkit.interp import patching as P
-from conftest import assert_hint, assert_hint_chain, assert_passes, checker_line
+
+from helpers import assert_hint, assert_hint_chain, assert_passes, checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "06_how_the_adder_carries.ipynb"
 

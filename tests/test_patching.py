@@ -5,9 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from attnkit.adder import CHECKPOINT, Adder
+from attnkit.adder import CHECKPOINT
 from attnkit.adder.data import carry_stats
-from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
 from attnkit.interp import patching as P
 from attnkit.sortedness import load_classifier
 
@@ -27,31 +26,29 @@ def effect_tol(model, clean, corrupted, ulps: int = 16) -> float:
     return ulps * EPS32 * (abs(m_clean) + abs(m_corrupted)) / abs(m_clean - m_corrupted)
 
 
-@pytest.fixture(scope="module")
-def adder():
-    torch.manual_seed(0)
-    return Adder(Seq2SeqTransformer(Seq2SeqConfig()))
-
-
-def test_patching_everything_restores_the_clean_run_and_nothing_changes_nothing(adder):
-    tol = effect_tol(adder, CLEAN, CORRUPTED)
+def test_patching_everything_restores_the_clean_run_and_nothing_changes_nothing(untrained_adder):
+    tol = effect_tol(untrained_adder, CLEAN, CORRUPTED)
     for name in ["hook_memory", "enc.0.hook_resid_pre", "hook_logits"]:  # everything downstream of the source
-        assert P.patch(adder, CLEAN, CORRUPTED, name) == pytest.approx(1.0, abs=tol)
-        assert P.patch(adder, CLEAN, CORRUPTED, name, source="corrupted") == pytest.approx(0.0, abs=tol)
+        assert P.patch(untrained_adder, CLEAN, CORRUPTED, name) == pytest.approx(1.0, abs=tol)
+        assert P.patch(untrained_adder, CLEAN, CORRUPTED, name, source="corrupted") == pytest.approx(0.0, abs=tol)
     # the decoder's input is the clean answer in both runs: its embedding carries no difference
-    assert P.patch(adder, CLEAN, CORRUPTED, "hook_tgt_embed") == pytest.approx(0.0, abs=tol)
-    assert P.patch(adder, CLEAN, CORRUPTED, "hook_src_embed", positions=[0, 1, 2]) == pytest.approx(0.0, abs=tol)
+    assert P.patch(untrained_adder, CLEAN, CORRUPTED, "hook_tgt_embed") == pytest.approx(0.0, abs=tol)
+    assert P.patch(untrained_adder, CLEAN, CORRUPTED, "hook_src_embed", positions=[0, 1, 2]) == pytest.approx(
+        0.0, abs=tol
+    )
 
 
-def test_the_head_sweep_equals_one_patch_at_a_time(adder):
-    result = P.patch_heads(adder, CLEAN, CORRUPTED)
+def test_the_head_sweep_equals_one_patch_at_a_time(untrained_adder):
+    result = P.patch_heads(untrained_adder, CLEAN, CORRUPTED)
     assert result.effect["enc.self.0"].shape == (4, 7) and result.effect["dec.cross.1"].shape == (4, 5)
     assert result.by_output["dec.cross.1"].shape == (4, 5, 4)  # answer "262</s>": 4 tokens
     assert result.labels["out"] == ["2", "6", "2", "</s>"]
     for name, head, pos in [("enc.self.0", 1, 6), ("dec.cross.1", 3, 2), ("dec.self.0", 0, 1)]:
-        one = P.patch(adder, CLEAN, CORRUPTED, f"{name}.hook_z", head=head, positions=[pos])
+        one = P.patch(untrained_adder, CLEAN, CORRUPTED, f"{name}.hook_z", head=head, positions=[pos])
         # two batch sizes, each rounded its own way: twice the bound
-        assert result.effect[name][head, pos] == pytest.approx(one, abs=2 * effect_tol(adder, CLEAN, CORRUPTED))
+        assert result.effect[name][head, pos] == pytest.approx(
+            one, abs=2 * effect_tol(untrained_adder, CLEAN, CORRUPTED)
+        )
     # decoder self-attention in layer 0 sees only the decoder's input, the same in both runs
     assert np.abs(result.effect["dec.self.0"]).max() < 1e-6
     head_id, pos, value = result.strongest(1)[0]
@@ -63,8 +60,8 @@ def test_the_head_sweep_equals_one_patch_at_a_time(adder):
     )
 
 
-def test_residual_patching_is_complete_at_the_source_and_empty_before_the_difference(adder):
-    res = P.patch_residual(adder, CLEAN, CORRUPTED)
+def test_residual_patching_is_complete_at_the_source_and_empty_before_the_difference(untrained_adder):
+    res = P.patch_residual(untrained_adder, CLEAN, CORRUPTED)
     assert set(res) == {
         "enc.0.hook_resid_post",
         "enc.1.hook_resid_post",
@@ -72,8 +69,8 @@ def test_residual_patching_is_complete_at_the_source_and_empty_before_the_differ
         "dec.1.hook_resid_post",
     }
     # the memory holds everything the decoder learns about the source: all positions together restore it
-    assert P.patch(adder, CLEAN, CORRUPTED, "hook_memory") == pytest.approx(
-        1.0, abs=effect_tol(adder, CLEAN, CORRUPTED)
+    assert P.patch(untrained_adder, CLEAN, CORRUPTED, "hook_memory") == pytest.approx(
+        1.0, abs=effect_tol(untrained_adder, CLEAN, CORRUPTED)
     )
     assert res["enc.1.hook_resid_post"].shape == (7,) and res["dec.1.hook_resid_post"].shape == (5,)
 
@@ -114,9 +111,8 @@ def test_carry_pairs_remove_exactly_one_carry():
 
 
 @pytest.mark.skipif(not CHECKPOINT.exists(), reason="needs the committed checkpoint")
-def test_on_the_trained_adder_the_units_carry_reaches_the_tens_digit():
+def test_on_the_trained_adder_the_units_carry_reaches_the_tens_digit(adder):
     """125+137 = 262 vs 125+134 = 259: the tens digit "6" (answer token 1) is the carry's doing."""
-    adder = Adder.load(CHECKPOINT, device="cpu")
     result = P.patch_heads(adder, CLEAN, CORRUPTED)
     tens = 1
     assert result.clean_metric[tens] > -0.1 and result.corrupted_metric[tens] < -1.0

@@ -1,6 +1,6 @@
 """Planted mistakes of issue 27: for each kind of mistake that broke training yet passed a checker, a
 wrong solution that must fail with the hint naming it, and correct variants (different but valid code)
-that must pass. Every case also goes through conftest.checker_line: one line, the RNG left alone."""
+that must pass. Every case also goes through helpers.checker_line: one line, the RNG left alone."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import torch.nn.functional as F
 
 from attnkit.exercises import adder as A
 from attnkit.exercises import patching as P
-from conftest import assert_hint, checker_line
+
+from helpers import assert_hint, checker_line
 
 
 def flat_ce(logits, target, **kwargs):

@@ -12,7 +12,8 @@ from torch import nn
 
 from attnkit.core import positional as P
 from attnkit.exercises import positional as C
-from conftest import assert_hint, assert_hint_chain, assert_passes, checker_line
+
+from helpers import assert_hint, assert_hint_chain, assert_passes, checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "05_positional_encoding_extrapolation.ipynb"
 CHECKS = [C.check_sinusoidal_table, C.check_shift_matrix, C.check_rotate, C.check_alibi_bias, C.check_max_pool]

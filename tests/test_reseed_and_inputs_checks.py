@@ -11,7 +11,8 @@ import torch
 from attnkit.exercises import adder as A
 from attnkit.exercises import heatmaps as H
 from attnkit.exercises import positional as PE
-from conftest import assert_hint, checker_line
+
+from helpers import assert_hint, checker_line
 
 
 def shift(tgt):
