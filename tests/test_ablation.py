@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnkit import interp as A
+from attnkit import interp
 from attnkit.adder import CHECKPOINT, Adder
 from attnkit.adder.data import BOS, EOS, PAD, carry_stats, load_test_set
 from attnkit.adder.evaluate import mean_z
@@ -26,13 +26,13 @@ def untrained(seed=0, **cfg) -> Adder:
     return Adder(Seq2SeqTransformer(Seq2SeqConfig(**cfg)))
 
 
-def own_answers(model, a, b) -> A.Problems:
+def own_answers(model, a, b) -> interp.Problems:
     """Problems whose targets are the intact model's greedy answers (up to its first </s>)."""
-    p = A.Problems.from_operands(model, a, b)
+    p = interp.Problems.from_operands(model, a, b)
     out = model.greedy(p.src)
     after_eos = ((out == EOS).cumsum(1) - (out == EOS).long()) > 0
     gold = out.masked_fill(after_eos | ((out == PAD).cumsum(1) > 0), PAD)
-    return A.Problems(p.src, torch.cat([torch.full_like(out[:, :1], BOS), out[:, :-1]], dim=1), gold)
+    return interp.Problems(p.src, torch.cat([torch.full_like(out[:, :1], BOS), out[:, :-1]], dim=1), gold)
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def z_cache(model, p):
 
 
 def test_ablate_restores_the_model_even_when_the_body_raises(untrained_adder, small):
-    src = A.Problems.from_operands(untrained_adder.model, *small).src[:20]
+    src = interp.Problems.from_operands(untrained_adder.model, *small).src[:20]
     before = untrained_adder.model.greedy(src)
     with pytest.raises(RuntimeError, match="boom"):
         with untrained_adder.ablate(["dec.cross.1.2", "enc.self.0.3"], mode="mean"):
@@ -77,7 +77,7 @@ def test_unknown_head_id_lists_the_valid_ones(untrained_adder):
 
 
 def test_zero_ablation_zeroes_that_heads_z_and_changes_the_output(untrained_adder, small):
-    p = A.Problems.from_operands(untrained_adder.model, *small)
+    p = interp.Problems.from_operands(untrained_adder.model, *small)
     clean = z_cache(untrained_adder.model, p)
     with torch.no_grad(), untrained_adder.ablate(["dec.cross.1.2"]):
         cut = z_cache(untrained_adder.model, p)
@@ -93,7 +93,7 @@ def test_zero_ablation_zeroes_that_heads_z_and_changes_the_output(untrained_adde
 def test_mean_mode_outputs_the_mean_z_over_real_positions(untrained_adder, small):
     a, b = small
     means = mean_z(untrained_adder.model, a, b)
-    p = A.Problems.from_operands(untrained_adder.model, a, b)
+    p = interp.Problems.from_operands(untrained_adder.model, a, b)
     cache = z_cache(untrained_adder.model, p)
     real = p.gold != PAD  # decoder rows: <s> and each answer digit
     expected = cache["dec.self.0"].permute(1, 0, 2, 3)[:, real].mean(dim=1)  # (heads, d_head)
@@ -111,7 +111,7 @@ def test_mean_mode_outputs_the_mean_z_over_real_positions(untrained_adder, small
 
 
 def test_nested_ablations_compose_and_unwind(untrained_adder, small):
-    p = A.Problems.from_operands(untrained_adder.model, *small)
+    p = interp.Problems.from_operands(untrained_adder.model, *small)
     with untrained_adder.ablate(["dec.self.1.0"], mode="mean"):
         with untrained_adder.ablate(["dec.self.1.2"]):
             z = z_cache(untrained_adder.model, p)["dec.self.1"]
@@ -122,7 +122,7 @@ def test_nested_ablations_compose_and_unwind(untrained_adder, small):
 
 
 def test_blocks_exiting_in_crossed_order_restore_exactly(untrained_adder, small):
-    p = A.Problems.from_operands(untrained_adder.model, *small)
+    p = interp.Problems.from_operands(untrained_adder.model, *small)
     clean = z_cache(untrained_adder.model, p)
     inner_heads = ["dec.self.1.2", "enc.self.0.1"]
     with untrained_adder.ablate(inner_heads, mode="mean"):
@@ -142,35 +142,35 @@ def test_blocks_exiting_in_crossed_order_restore_exactly(untrained_adder, small)
 
 
 def test_a_broken_model_is_refused_unless_forced(untrained_adder):
-    with pytest.raises(A.BaselineTooLowError, match=r"below 99 %.*force=True"):
-        A.check_baseline(untrained_adder)
-    with pytest.raises(A.BaselineTooLowError):
-        A.single_head_sweep(untrained_adder)
-    with pytest.raises(A.BaselineTooLowError):
-        A.joint_pruning(untrained_adder)
+    with pytest.raises(interp.BaselineTooLowError, match=r"below 99 %.*force=True"):
+        interp.check_baseline(untrained_adder)
+    with pytest.raises(interp.BaselineTooLowError):
+        interp.single_head_sweep(untrained_adder)
+    with pytest.raises(interp.BaselineTooLowError):
+        interp.joint_pruning(untrained_adder)
     with pytest.warns(UserWarning, match="measures nothing"):
-        assert A.check_baseline(untrained_adder, force=True) < 0.99
+        assert interp.check_baseline(untrained_adder, force=True) < 0.99
 
 
 @pytest.mark.slow  # 15-20 s each: the plain loop is the slow baseline
-@pytest.mark.parametrize("mode", A.MODES)
+@pytest.mark.parametrize("mode", interp.MODES)
 def test_the_fast_sweep_equals_the_plain_loop_exactly(untrained_adder, small, mode):
     p = own_answers(untrained_adder.model, small[0][:250], small[1][:250])
     configs = [[]] + [[h] for h in untrained_adder.heads]
     configs += [untrained_adder.heads[::5], ["dec.cross.1.0", "dec.self.0.3"]]
-    plain = A.plain_matches(untrained_adder, p, configs, mode)
+    plain = interp.plain_matches(untrained_adder, p, configs, mode)
     assert plain[0].all() and 0 < plain[1:].mean() < 1  # the ablations really change answers
-    np.testing.assert_array_equal(A.fast_matches(untrained_adder, p, configs, mode), plain)
+    np.testing.assert_array_equal(interp.fast_matches(untrained_adder, p, configs, mode), plain)
     # Small batches (several blocks, several row chunks) and the greedy fallback alone agree too.
-    np.testing.assert_array_equal(A.fast_matches(untrained_adder, p, configs, mode, rows=150), plain)
+    np.testing.assert_array_equal(interp.fast_matches(untrained_adder, p, configs, mode, rows=150), plain)
     base = ["dec.self.0.1", "enc.self.1.2"]  # ablations on top of others (joint pruning's steps)
     np.testing.assert_array_equal(
-        A.fast_matches(untrained_adder, p, configs[:9], mode, base=base),
-        A.plain_matches(untrained_adder, p, [base + c for c in configs[:9]], mode),
+        interp.fast_matches(untrained_adder, p, configs[:9], mode, base=base),
+        interp.plain_matches(untrained_adder, p, [base + c for c in configs[:9]], mode),
     )
     some = [0, 1, 9, 17, 25, 26]
     np.testing.assert_array_equal(
-        A.fast_matches(untrained_adder, p, [configs[i] for i in some], mode, margin=float("inf")), plain[some]
+        interp.fast_matches(untrained_adder, p, [configs[i] for i in some], mode, margin=float("inf")), plain[some]
     )
 
 
@@ -191,12 +191,12 @@ def test_joint_pruning_removes_the_least_harmful_head_each_time():
     tiny = untrained(seed=1, n_heads=2, n_enc_layers=1, n_dec_layers=1, d_model=32)
     a, b = load_test_set()
     p = own_answers(tiny.model, a[:300], b[:300])
-    order, curve = A.prune_order(tiny, p, "zero")
+    order, curve = interp.prune_order(tiny, p, "zero")
     assert sorted(order) == sorted(tiny.heads) and len(curve) == len(order) + 1 and curve[0] == 1.0
     removed = []
     for step, head in enumerate(order):  # brute force with the plain loop, step by step
         remaining = [h for h in tiny.heads if h not in removed]
-        acc = A.plain_matches(tiny, p, [removed + [h] for h in remaining], "zero").mean(axis=1)
+        acc = interp.plain_matches(tiny, p, [removed + [h] for h in remaining], "zero").mean(axis=1)
         assert head == remaining[int(np.argmax(acc))] and curve[step + 1] == acc.max()
         removed.append(head)
 
@@ -204,14 +204,14 @@ def test_joint_pruning_removes_the_least_harmful_head_each_time():
 def test_gradient_importance_is_the_mean_absolute_gate_gradient(untrained_adder, small):
     a, b = small
     with pytest.warns(UserWarning):
-        imp = A.gradient_importance(untrained_adder, "zero", force=True, a=a[:50], b=b[:50])
+        imp = interp.gradient_importance(untrained_adder, "zero", force=True, a=a[:50], b=b[:50])
     assert len(imp["raw"]) == 24 and all(v >= 0 for v in imp["raw"].values())
     layer = [imp["normalised"][f"dec.cross.0.{h}"] for h in range(4)]
     assert np.linalg.norm(layer) == pytest.approx(1.0)
     # One problem by finite differences: the loss as head dec.cross.0.1's gate leaves 1.
-    p = A.Problems.from_operands(untrained_adder.model, a[:1], b[:1])
+    p = interp.Problems.from_operands(untrained_adder.model, a[:1], b[:1])
     with pytest.warns(UserWarning):
-        one = A.gradient_importance(untrained_adder, "zero", force=True, a=a[:1], b=b[:1])
+        one = interp.gradient_importance(untrained_adder, "zero", force=True, a=a[:1], b=b[:1])
 
     def loss(g):
         gate = torch.tensor([1.0, g, 1.0, 1.0])
@@ -227,9 +227,9 @@ def test_gradient_importance_is_the_mean_absolute_gate_gradient(untrained_adder,
 
 
 def test_rank_correlation():
-    assert A.rank_correlation([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
-    assert A.rank_correlation([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
-    assert A.rank_correlation([1, 2, 3, 4], [0, 0, 1, 1]) == pytest.approx(0.894427, abs=1e-6)  # ties
+    assert interp.rank_correlation([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert interp.rank_correlation([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert interp.rank_correlation([1, 2, 3, 4], [0, 0, 1, 1]) == pytest.approx(0.894427, abs=1e-6)  # ties
 
 
 def test_sweep_and_carry_bookkeeping_on_a_known_matrix(untrained_adder):
@@ -239,8 +239,8 @@ def test_sweep_and_carry_bookkeeping_on_a_known_matrix(untrained_adder):
     correct[1, :100] = False  # enc.self.0.0 breaks 100 problems: 1 point
     correct[24, n_carries >= 1] = False  # dec.cross.1.3 breaks every carry problem
     with pytest.warns(UserWarning):
-        sweep = A.single_head_sweep(untrained_adder, force=True, correct=correct)
-        carries = A.carry_breakdown(untrained_adder, force=True, correct=correct)
+        sweep = interp.single_head_sweep(untrained_adder, force=True, correct=correct)
+        carries = interp.carry_breakdown(untrained_adder, force=True, correct=correct)
     assert sweep["baseline"] == 1.0 and sweep["ranking"][:2] == ["dec.cross.1.3", "enc.self.0.0"]
     assert sweep["critical"] == ["dec.cross.1.3", "enc.self.0.0"]
     assert sweep["share_prunable_one_at_a_time"] == 22 / 24
@@ -252,10 +252,12 @@ def test_sweep_and_carry_bookkeeping_on_a_known_matrix(untrained_adder):
 @pytest.mark.skipif(not CHECKPOINT.exists(), reason="needs the committed checkpoint data/adder.pt")
 def test_fast_equals_plain_on_the_trained_adder(adder):
     a, b = load_test_set()
-    p = A.Problems.from_operands(adder.model, a[::40], b[::40])  # 250 problems across the set
+    p = interp.Problems.from_operands(adder.model, a[::40], b[::40])  # 250 problems across the set
     configs = [[]] + [[h] for h in adder.heads]
-    for mode in A.MODES:
-        np.testing.assert_array_equal(A.fast_matches(adder, p, configs, mode), A.plain_matches(adder, p, configs, mode))
+    for mode in interp.MODES:
+        np.testing.assert_array_equal(
+            interp.fast_matches(adder, p, configs, mode), interp.plain_matches(adder, p, configs, mode)
+        )
 
 
 def test_the_explorer_reports_errors_inside_itself(untrained_adder):
