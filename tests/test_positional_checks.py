@@ -680,7 +680,7 @@ def test_an_exception_inside_a_checker_is_one_line_too(monkeypatch):
     def broken(*args):
         raise RuntimeError("a bug in the reference")
 
-    monkeypatch.setattr(positional_checks.P, "sinusoidal_table", broken)
+    monkeypatch.setattr(positional_checks.positional, "sinusoidal_table", broken)
     passed, line = run(positional_checks.check_sinusoidal_table, table)
     assert not passed and line.startswith("❌ sinusoidal_table: the checker could not use what you passed"), line
 
