@@ -27,7 +27,8 @@ lab: setup
 # each notebook's cells on one worker (one kernel, in order). One thread per worker: two
 # workers already fill two cores, and oversubscribed OpenMP threads made training ~10x slower.
 # The student edition (build/student: every solution a stub) runs under nbval too; the root
-# conftest.py requires every check cell to print ✅ in notebooks/ and ⏳ in the student edition.
+# conftest.py requires every check cell to print ✅ in notebooks/ and ⏳ in the student edition, and
+# skips the student edition's cells that repeat the solution edition's work (attnkit/course/repeats.py).
 test: setup chromium
 	$(PY) -m attnkit student build/student --force
 	OMP_NUM_THREADS=1 CHROMIUM=$(CHROMIUM) $(PY) -m pytest -n 2 --dist loadfile --nbval-lax tests notebooks build/student

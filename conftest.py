@@ -10,7 +10,13 @@ cell's progress bars send thousands, and a loaded machine can leave a longer gap
 And every figure a notebook shows is checked against attnkit.ui.figure_policy while it runs: each
 kernel starts with an IPython startup file that logs each displayed figure's problems, and the cell
 that showed a figure breaking the policy fails. The figures are also saved, as shown, to
-artifacts/figures/ (one PNG per figure: notebook, cell) to be looked at."""
+artifacts/figures/ (one PNG per figure: notebook, cell) to be looked at.
+
+And the student edition repeats no work the course's own notebook did in the same run: a cell of
+build/student that is the same as the solution edition's and depends on no learner's code (no stub,
+no name a stub or a cell after it defined, read or changed) computes what it computed there, so it is
+skipped, unless a cell that must run needs what it defines. Check cells, stubs and every cell that
+reads a learner's name still run (attnkit/course/repeats.py)."""
 
 import base64
 import json
@@ -24,6 +30,7 @@ import pytest
 from attnkit.exercises.checking import checker_lines
 
 OUTPUT_GAP_S = 60
+SOLUTIONS = Path(__file__).resolve().parent / "notebooks"  # the solution edition
 
 
 def pytest_report_header(config):
@@ -118,3 +125,28 @@ def pytest_runtest_call(item):
             f"check cell of exercise {exercise}: expected one line starting with {expected}, got {lines}", pytrace=False
         )
     return result
+
+
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected: only what runs counts
+def pytest_collection_modifyitems(config, items):
+    """Skip the student edition's cells that repeat the solution edition's work (when both run here)."""
+    import nbformat
+
+    from attnkit.course.repeats import cells_that_repeat_the_solution
+
+    collected = {Path(str(item.fspath)) for item in items if hasattr(item, "cell_num")}
+    editions: dict = {}
+    for item in items:
+        nb = getattr(item.parent, "nb", None)
+        if nb is None or nb.get("metadata", {}).get("attnkit", {}).get("edition", "solution") == "solution":
+            continue
+        path = Path(str(item.fspath))
+        if (SOLUTIONS / path.name) not in collected:
+            continue  # the solution edition does not run in this session: the student edition runs whole
+        if path not in editions:
+            solution = nbformat.read(SOLUTIONS / path.name, as_version=4)
+            code = lambda nb: [c for c in nb.cells if c.cell_type == "code"]  # noqa: E731
+            editions[path] = cells_that_repeat_the_solution(code(nb), code(solution))
+        why = editions[path].get(item.cell_num)
+        if why:
+            item.add_marker(pytest.mark.skip(reason=why))

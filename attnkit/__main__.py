@@ -238,7 +238,15 @@ def _grade(parser, args) -> None:
     from tqdm.auto import tqdm
 
     from .core.outputs import check_output_file
-    from .course.gradebook import GradingStopped, check_cell_timeout, grade_class, preflight, printable, summary
+    from .course.gradebook import (
+        GradingStopped,
+        check_cell_timeout,
+        grade_class,
+        preflight,
+        printable,
+        still_to_grade,
+        summary,
+    )
 
     try:  # everything checked before any notebook runs
         check_cell_timeout(args.cell_timeout)
@@ -260,9 +268,10 @@ def _grade(parser, args) -> None:
     bar = tqdm(total=len(dict.fromkeys(args.notebooks)), desc="grading", unit="notebook")
     graded: list[str] = []
     try:
-        if not args.no_preflight:
+        _, todo = still_to_grade(args.notebooks, out, args.regrade)
+        if todo and not args.no_preflight:  # nothing to grade (a re-run): no need to check the environment
             bar.set_postfix_str("pre-flight: the course's own solutions")
-            preflight(args.notebooks, args.cell_timeout, args.jobs)
+            preflight(todo, args.cell_timeout, args.jobs)
             bar.set_postfix_str("")
 
         def progress(name: str) -> None:

@@ -281,7 +281,7 @@ def mean_index(z, real):
 
 def mean_numpy(z, real):
     zn, r = z.numpy(), real.numpy()
-    return np.einsum("bhpd,bp->hd", zn, r.astype(zn.dtype)) / r.sum()
+    return torch.from_numpy(np.einsum("bhpd,bp->hd", zn, r.astype(zn.dtype)) / r.sum())  # the hook's fill: a tensor
 
 
 def mean_loop(z, real):
@@ -475,8 +475,9 @@ def test_prune_order_never_raises():
     )
 
 
-def test_pruning_cases_have_no_ties_and_punish_one_shot():
-    for acc in ablation_checks._pruning_cases():
+def test_pruning_cases_have_no_ties_but_the_tie_case_and_punish_one_shot():
+    *plain, tied = ablation_checks._pruning_cases()
+    for acc in plain:
         removed, remaining = [], list(acc.heads)
         while len(remaining) > 1:
             values = sorted((acc.value(removed + [h]) for h in remaining), reverse=True)
@@ -484,6 +485,9 @@ def test_pruning_cases_have_no_ties_and_punish_one_shot():
             best = max(remaining, key=lambda h: acc.value(removed + [h]))
             removed.append(best)
             remaining.remove(best)
+    # the last case ties exactly at its first two steps: the first of equals is not the last of them
+    assert tied.greedy()[0] == ["dec.self.1.0", "dec.self.1.1", "dec.self.1.3", "dec.self.1.2"]
+    assert tied.value(["dec.self.1.0"]) == tied.value(["dec.self.1.3"])
     first, second = ablation_checks._pruning_cases()[:2]
     for acc in (first, second):
         assert acc.greedy()[0] != acc.one_shot() and acc.greedy()[0] != acc.greedy(best=min)[0]
@@ -518,7 +522,7 @@ def importance_per_problem(model, name, batches):
                 gate.grad = None
                 loss.backward()
                 scores.append(gate.grad.abs().numpy().copy())
-    return np.mean(scores, axis=0)
+    return torch.from_numpy(np.mean(scores, axis=0))  # computed in numpy, handed back as a tensor
 
 
 def importance_backward(model, name, batches):

@@ -90,15 +90,16 @@ ATTACKS = {
 }
 
 
+# One graded run per attack covers a wrong answer (the causal mask) and blank ones (the four stubs after
+# it): the attack runs before the first check, and every row after it must name the tampering.
 @pytest.mark.slow
 @pytest.mark.parametrize("attack", ATTACKS, ids=list(ATTACKS))
-@pytest.mark.parametrize("answer", ["blank", "wrong"])
-def test_a_tampering_submission_is_never_graded_as_passed(tmp_path, attack, answer):
+def test_a_tampering_submission_is_never_graded_as_passed(tmp_path, attack):
     code, named = ATTACKS[attack]
-    graded = rows(submission(tmp_path, code, mask=WRONG_MASK if answer == "wrong" else None))
+    graded = rows(submission(tmp_path, code, mask=WRONG_MASK))
     assert len(graded) == 5 and not any(r.passed for r in graded.values()), graded
-    row = graded["01-causal-mask"]
-    assert row.mistake == "tampering" and named in row.line and "by the submission" in row.line, row
+    for row in graded.values():  # the wrong answer's row and the blank answers' rows
+        assert row.mistake == "tampering" and named in row.line and "by the submission" in row.line, row
 
 
 @pytest.mark.slow

@@ -247,8 +247,9 @@ def rope(
 def rope_complex(x):
     n, d = x.shape[-2], x.shape[-1]
     theta = torch.arange(n)[:, None] * 10000.0 ** (-torch.arange(0, d, 2) / d)
-    z = torch.view_as_complex(x.float().reshape(*x.shape[:-1], d // 2, 2).contiguous())
-    return torch.view_as_real(z * torch.polar(torch.ones_like(theta).float(), theta.float())).flatten(-2)
+    z = torch.view_as_complex(x.reshape(*x.shape[:-1], d // 2, 2).contiguous())  # complex64 or complex128
+    theta = theta.to(x.dtype)
+    return torch.view_as_real(z * torch.polar(torch.ones_like(theta), theta)).flatten(-2)
 
 
 def rope_numpy_loops(x):
@@ -261,12 +262,12 @@ def rope_numpy_loops(x):
             x1, x2 = a[..., p, 2 * i], a[..., p, 2 * i + 1]
             out[..., p, 2 * i] = x1 * np.cos(t) - x2 * np.sin(t)
             out[..., p, 2 * i + 1] = x1 * np.sin(t) + x2 * np.cos(t)
-    return out  # numpy back
+    return torch.from_numpy(out).to(x.dtype)  # computed in numpy, handed back as x's tensor type
 
 
 def rope_matrix(x):
     n, d = x.shape[-2], x.shape[-1]
-    R = torch.stack([positional.sinusoidal_shift_matrix(-p, d).float() for p in range(n)])  # R(pω) = M_{-p}
+    R = torch.stack([positional.sinusoidal_shift_matrix(-p, d).to(x.dtype) for p in range(n)])  # R(pω) = M_{-p}
     return (R @ x.unsqueeze(-1)).squeeze(-1)
 
 
@@ -355,7 +356,7 @@ def alibi_loops(n_pos, n_heads):
                     out[h, i, j] = -np.inf
                 else:
                     out[h, i, j] = -m * (abs(j - i) - 1)
-    return out
+    return torch.from_numpy(out).float()  # the model adds it to float32 scores
 
 
 def alibi_where(n_pos, n_heads):
@@ -447,7 +448,8 @@ def test_alibi_mistakes_get_their_hint(fn, hint):
 
 
 def pool_loops(score, pad):
-    return torch.tensor([max(s for s, p in zip(row.tolist(), prow.tolist()) if not p) for row, prow in zip(score, pad)])
+    values = [max(s for s, p in zip(row.tolist(), prow.tolist()) if not p) for row, prow in zip(score, pad)]
+    return torch.tensor(values, dtype=score.dtype)
 
 
 @pytest.mark.parametrize(
@@ -456,7 +458,7 @@ def pool_loops(score, pad):
         lambda s, p: s.masked_fill(p, float("-inf")).amax(dim=1),
         lambda s, p: torch.where(p, torch.finfo(s.dtype).min, s).max(dim=-1).values,
         pool_loops,
-        lambda s, p: np.where(p.numpy(), -np.inf, s.numpy()).max(axis=1),
+        lambda s, p: torch.from_numpy(np.where(p.numpy(), -np.inf, s.numpy()).max(axis=1)),
     ],
     ids=["masked_fill", "where + finfo.min", "loops", "numpy"],
 )

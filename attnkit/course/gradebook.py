@@ -102,6 +102,16 @@ def _umask() -> int:
 # ---------------------------------------------------------------- a class
 
 
+def still_to_grade(notebooks: list, out: Path, regrade: bool = False) -> tuple[list[Row], list[str]]:
+    """(the rows of `out` kept, the notebooks to grade now): those not in `out` yet, or all with `regrade`."""
+    names = [str(n) for n in notebooks]
+    kept = read_csv(out) if Path(out).exists() else []
+    if regrade:
+        kept = [r for r in kept if r.learner_file not in set(names)]
+    done = {r.learner_file for r in kept}
+    return kept, list(dict.fromkeys(n for n in names if n not in done))
+
+
 def grade_class(
     notebooks: list,
     out: Path,
@@ -115,12 +125,8 @@ def grade_class(
     """Grade every notebook not yet in `out` (all with `regrade`), `jobs` at a time; the CSV is
     rewritten atomically after each notebook. (all rows, the files graded now)."""
     out = Path(out)
-    kept = read_csv(out) if out.exists() else []
     names = [str(n) for n in notebooks]
-    if regrade:
-        kept = [r for r in kept if r.learner_file not in set(names)]
-    done = {r.learner_file for r in kept}
-    todo = list(dict.fromkeys(n for n in names if n not in done))
+    kept, todo = still_to_grade(names, out, regrade)
     order = {name: i for i, name in enumerate(names)}
     by_file: dict[str, list[Row]] = {}
     for row in kept:

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from ..adder.data import PAD
 from ..core.hooks import HookPoint, ablate_heads, gate_z
-from .checking import GENERAL_ADVICE, Hint, call, checker, refuse_list, wrote_into_activation
+from .checking import GENERAL_ADVICE, Hint, call, checker, refuse_list, require_tensor, wrote_into_activation
 from .models import sum_batches, tiny_ablation_model
 
 
@@ -190,6 +190,12 @@ def check_ablation_hook(make_hook: Callable) -> str:
                 )
             if tuple(out.shape) != shape:
                 raise Hint(f"the hook must return z's shape {shape}, got {tuple(out.shape)}")
+            if out.dtype != z.dtype:  # the module's output projection multiplies it with float32 weights
+                raise Hint(
+                    f"your hook returns {out.dtype} for a z of {z.dtype}: keep z's dtype (no .double(), and "
+                    "a fill from torch.tensor(..., dtype=z.dtype) or z.new_zeros)",
+                    mistake="wrong-dtype",
+                )
             want = z.clone()
             want[:, head] = 0.0 if fill is None else fill[head]
             if not _same(out, want):
@@ -227,7 +233,8 @@ def check_mean_z(fn: Callable) -> str:
     """`fn(z, real)` -> (heads, d_head): each head's mean z over every real query position,
     z (batch, heads, pos, d_head), real (batch, pos) bool."""
     gen = torch.Generator().manual_seed(41)
-    cases = [([6, 2, 4, 5], 3, 6, 5), ([3], 2, 4, 7), ([1, 5, 2], 5, 5, 3)]  # real lengths, heads, pos, d_head
+    # (real lengths, heads, pos, d_head); the last has a problem of padding only and two all-padding columns
+    cases = [([6, 2, 4, 5], 3, 6, 5), ([3], 2, 4, 7), ([1, 5, 2], 5, 5, 3), ([3, 0, 2], 2, 5, 4)]
     for lengths, n_heads, n_pos, d_head in cases:
         batch = len(lengths)
         z = _randn(batch, n_heads, n_pos, d_head, gen=gen) + 2.0  # not centred: padding shifts the mean
@@ -254,6 +261,7 @@ def check_mean_z(fn: Callable) -> str:
         )
         if not (torch.equal(z_in, z) and torch.equal(real_in, real)):
             raise Hint("your function changed its input in place (e.g. z *= ...): compute on a copy")
+        require_tensor(got, "function's result")  # it is the `fill` of a hook, assigned into z
         got = _array(got, "function")
         shape = (n_heads, d_head)
         wrong_shapes = [  # the first that fits names the mistake (two can coincide, e.g. batch = heads)
@@ -277,12 +285,14 @@ def check_mean_z(fn: Callable) -> str:
         got_t = torch.from_numpy(got)
         if torch.allclose(got_t, want, atol=1e-5, rtol=1e-5):
             continue
-        if torch.isnan(got_t).any():
-            raise Hint(
-                "NaN in your result: divide by the number of real positions (real.sum()), not by a count "
-                "that can be 0" + where
-            )
         per_problem = ((zd * mask).sum(dim=2) / mask.sum(dim=2)).mean(dim=0)
+        if torch.isnan(got_t).any():
+            if torch.equal(torch.isnan(got_t), torch.isnan(per_problem)) and 0 in lengths:  # 0 / 0 for that problem
+                raise Hint(
+                    "NaN in your result: a problem here has no real position, and its own mean is 0 / 0 — "
+                    "divide the sum over every problem by the total number of real positions, real.sum()" + where
+                )
+            raise Hint(f"NaN in your result{where}, where every head's mean is a finite number")
         wrong = [
             (zd.mean(dim=(0, 2)), "padding positions counted: average only where real is True"),
             (
@@ -383,6 +393,8 @@ def _pruning_cases() -> list[_Accuracy]:
         ),
         _Accuracy(five, [0.012, 0.001, 0.0022, 0.03, 0.0013], [([1, 4], 0.1), ([1, 2], 0.06)]),
         _Accuracy(["dec.cross.2.0"], [0.4], []),
+        # ties (costs in powers of 2: equal sums are equal floats): the first of equals, in heads' order
+        _Accuracy(["dec.self.1.0", "dec.self.1.1", "dec.self.1.2", "dec.self.1.3"], [2**-6, 2**-6, 2**-5, 2**-6], []),
     ]
 
 
@@ -430,6 +442,13 @@ def check_prune_order(fn: Callable) -> str:
             )
         if order != want_order:
             k = next((i for i, (a, b) in enumerate(zip(order, want_order)) if a != b), len(order))
+            if k < len(order) and order[k] in acc.costs and acc.value(order[: k + 1]) == acc.value(want_order[: k + 1]):
+                raise Hint(
+                    f"after removing {order[:k]}, {order[k]} and {want_order[k]} leave the same accuracy: on a tie "
+                    f"take the first of equals in the order of `heads` ({want_order[k]}), as max() does — a `>=` "
+                    f"comparison or a sort keeps the last{where}",
+                    mistake="prune-tie",
+                )
             if k == len(order) and len(order) < n:
                 raise Hint(
                     f"you stopped after {len(order)} of {n} heads: keep removing until no head is left "
@@ -485,7 +504,7 @@ def check_prune_order(fn: Callable) -> str:
                 "not with head k removed alone" + where
             )
         raise Hint(f"curve should be [accuracy(order[:k]) for k = 0 … {n}]; yours differs{where}")
-    return "greedy order and curve on 7, 5 and 1 heads, with heads that back each other up"
+    return "greedy order and curve on 7, 5, 4 and 1 heads, with heads that back each other up and ties"
 
 
 # ---------------------------------------------------------------- ⭐⭐⭐ gradient importance
@@ -619,6 +638,22 @@ def check_head_importance(fn: Callable) -> str:
             )
         if model.training:
             raise Hint("your code left the model in training mode: call model.eval() again (or never leave it)")
+        frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
+        if frozen:  # training the model afterwards would silently leave these weights as they are
+            raise Hint(
+                f"your code left {len(frozen)} of the model's weights with requires_grad=False ({frozen[0]}, ...): "
+                "only the gate needs a gradient, but the weights must stay trainable — don't switch them off, "
+                "or switch them back on before returning",
+                mistake="global-state",
+            )
+        changed = [i for i, (b, g) in enumerate(zip(batches, given)) if not all(map(torch.equal, b, g))]
+        if changed:
+            raise Hint(
+                f"your code wrote into the caller's batch {changed[0]} (src, tgt_in or gold, e.g. "
+                "gold[gold == PAD] = -100): the study reuses its batches — pass ignore_index=PAD, or work on a copy",
+                mistake="writes-caller-batch",
+            )
+        require_tensor(result, "function's result")
         got = _array(result, "function")
         if got.shape != (n_heads,):
             if got.size == n_heads:

@@ -315,6 +315,25 @@ def _trains(model: Any, loss: Tensor, where: str) -> None:
         )
 
 
+def _loss_mistake_everywhere(fn: Callable, message: str) -> bool:
+    """Does the learner's loss equal the one with mistake `message` on every case it gets wrong? A
+    value can fit a mistake on one batch by chance; the hint names it only when it fits them all."""
+    for _name, build, src, tgt, pad, eos in _loss_cases():
+        try:
+            value, _ = _loss_value(call(fn, build(), src.clone(), tgt.clone(), pad))
+        except Hint:
+            return False
+        with torch.no_grad():
+            logits = build().logits(src, tgt[:, :-1])
+            ref = float(F.cross_entropy(logits.reshape(-1, logits.size(-1)), tgt[:, 1:].reshape(-1), ignore_index=pad))
+        if np.isclose(value, ref, rtol=1e-4, atol=1e-6):
+            continue
+        found = {m: v for v, m in _loss_candidates(build(), src, tgt, pad, eos)}
+        if message not in found or not np.isclose(value, found[message], rtol=1e-4, atol=1e-6):
+            return False
+    return True
+
+
 def _swapped(calls: list[tuple[Tensor, Tensor]], tgt: Tensor) -> bool:
     """Was the model called as model(decoder_input, src)?"""
     return any(
@@ -351,6 +370,12 @@ def check_teacher_forcing_loss(fn: Callable) -> str:
                 ) from None
             raise
         _untouched(src_given, src, tgt_given, tgt, where)
+        if not model.training:  # every model here is handed over in training mode, as the training loop has it
+            raise Hint(
+                f"your loss switched the model to evaluation mode (model.eval()){where}: the training loop "
+                "trains it in training mode (dropout on) — leave the mode as it came",
+                mistake="global-state",
+            )
         value, has_grad = _loss_value(result)
         with torch.no_grad():
             logits = model.logits(src, tgt[:, :-1])
@@ -372,9 +397,12 @@ def check_teacher_forcing_loss(fn: Callable) -> str:
         if _swapped(model.calls, tgt):
             raise Hint("model called with its arguments swapped: it takes model(src, decoder_input)")
         if not np.isfinite(value):
-            raise Hint(f"your loss is {value}{where}: a mean over zero tokens, or the log of 0?")
+            raise Hint(
+                f"your loss is {value}{where}, expected {ref:.4f}: something in it is not finite — a mean "
+                "over zero tokens (0 / 0) or the log of a probability of 0 gives that"
+            )
         for candidate, message in _loss_candidates(model, src, tgt, pad, eos):
-            if np.isclose(value, candidate, rtol=1e-4, atol=1e-6):
+            if np.isclose(value, candidate, rtol=1e-4, atol=1e-6) and _loss_mistake_everywhere(fn, message):
                 raise Hint(message)
         raise Hint(
             f"{where.strip()} your loss is {value:.4f}, expected {ref:.4f}: the mean cross-entropy of "
@@ -401,7 +429,11 @@ def _accuracy_cases() -> list[tuple[Tensor, Tensor, int]]:
     gold_d = torch.randint(3, 11, (7, 6), generator=gen)
     gold_d[torch.arange(6) >= lengths[:, None]] = 2
     pred_d = torch.where(torch.rand(7, 6, generator=gen) < 0.8, gold_d, torch.randint(0, 11, (7, 6), generator=gen))
-    return [(pred_a, gold_a, 7), (pred_b, gold_b, 0), (pred_c, gold_c, PAD), (pred_d, gold_d, 2)]
+    # Columns that are padding in every row (a batch decoded to max_steps), junk in pred there, and a
+    # row with nothing right: exact match 2/3, token accuracy 6/8.
+    gold_e = torch.tensor([[3, 1, 4, 2, 0, 0, 0], [5, 2, 0, 0, 0, 0, 0], [9, 2, 0, 0, 0, 0, 0]])
+    pred_e = torch.tensor([[3, 1, 4, 2, 8, 8, 8], [7, 7, 7, 7, 7, 7, 7], [9, 2, 2, 2, 2, 2, 2]])
+    return [(pred_a, gold_a, 7), (pred_b, gold_b, 0), (pred_c, gold_c, PAD), (pred_d, gold_d, 2), (pred_e, gold_e, 0)]
 
 
 def _number(x, what: str, batch: int, n_pos: int) -> float:
@@ -430,11 +462,79 @@ def _number(x, what: str, batch: int, n_pos: int) -> float:
     return float(x)
 
 
+def _accuracy_mistakes(pred: Tensor, gold: Tensor, pad: int, what: str) -> list[tuple[float, str]]:
+    """`what` ("token_accuracy" or "exact_match") computed with one common mistake each, and its hint."""
+    right, real = pred == gold, gold != pad
+    batch = gold.size(0)
+    if what == "token_accuracy":
+        pad_hint = " (the pad_id argument: these batches pad with other ids than the notebook's 13)"
+        per_row = (right & real).sum(1).double() / real.sum(1)
+        wrong: list[tuple[Any, str]] = [
+            (
+                right.double().mean(),
+                "padding counted in the token accuracy: score only positions where gold is not pad_id" + pad_hint,
+            ),
+            (
+                per_row.mean(),
+                "you averaged each row's accuracy, then the rows: a short answer's tokens then "
+                "weigh more; divide the number of right real tokens by the number of real tokens",
+            ),
+            (
+                (right & (pred != pad)).sum() / (pred != pad).sum(),
+                "the padding mask comes from pred: take it from gold (gold != pad_id), the true answer",
+            ),
+            ((right & real).sum(), "you return the number of right tokens: divide by the number of real tokens"),
+            (
+                (right & real).sum() // real.sum(),
+                "integer division: // rounds down to 0 — use / (on a float, e.g. .float() or .sum().item())",
+            ),
+            ((right & real).sum() / real.sum() * 100, "you return percentages: return shares between 0 and 1"),
+            (
+                (right | ~real).all(1).double().mean(),
+                "your token accuracy is the exact match: count right tokens, not right rows",
+            ),
+        ]
+    else:
+        wrong = [
+            (
+                right.all(1).double().mean(),
+                "padding counted in the exact match: a row is right when every "
+                "position where gold is not pad_id is right — ((pred == gold) | (gold == pad_id)).all(dim=1)",
+            ),
+            (
+                (right & real).sum() / real.sum(),
+                "your exact match is per token: it asks whether a whole row is right "
+                "(.all over its positions), then takes the share of such rows",
+            ),
+            (
+                (right & real).any(1).double().mean(),
+                "a row is exactly right only if every real token is right: use .all, not .any",
+            ),
+            (
+                (right | ~real).all(0).double().mean(),
+                "exact match over the wrong axis: .all(dim=1) — over each "
+                "row's positions — then the mean over the rows",
+            ),
+            ((right | ~real).all(1).sum(), "you return the number of right rows: divide by the number of rows"),
+            (
+                (right | ~real).all(1).sum() // batch,
+                "integer division: // rounds down to 0 — use / (on a float, e.g. .float().mean())",
+            ),
+        ]
+    return [(float(value), message) for value, message in wrong]
+
+
+def _same_number(a: float, b: float) -> bool:
+    return bool(np.isclose(a, b, equal_nan=True))
+
+
 @checker("accuracies", "02-accuracy", "my_accuracies")
 def check_accuracies(fn: Callable) -> str:
     """`fn(pred, gold, pad_id)` -> (exact_match, token_accuracy), two numbers in [0, 1]."""
     signature = "my_accuracies(pred, gold, pad_id)"
-    for pred, gold, pad in _accuracy_cases():
+    cases = _accuracy_cases()
+    results = []
+    for pred, gold, pad in cases:
         batch, n_pos = gold.shape
         where = f" on a batch of {batch} padded with {pad}"
         p, g = pred.clone(), gold.clone()
@@ -442,11 +542,15 @@ def check_accuracies(fn: Callable) -> str:
         if not (torch.equal(p, pred) and torch.equal(g, gold)):
             raise Hint("your function changed pred or gold in place: compute on copies, or without assigning into them")
         exact, token = _pair(result, "my_accuracies", ("exact_match", "token_accuracy"))
-        exact, token = _number(exact, "exact_match", batch, n_pos), _number(token, "token_accuracy", batch, n_pos)
+        results.append((_number(exact, "exact_match", batch, n_pos), _number(token, "token_accuracy", batch, n_pos)))
 
+    def reference(pred: Tensor, gold: Tensor, pad: int) -> tuple[float, float]:
         right, real = pred == gold, gold != pad
-        ref_exact = float((right | ~real).all(1).double().mean())
-        ref_token = float((right & real).sum() / real.sum())
+        return float((right | ~real).all(1).double().mean()), float((right & real).sum() / real.sum())
+
+    refs = [reference(*case) for case in cases]
+    for (pred, gold, pad), (exact, token), (ref_exact, ref_token) in zip(cases, results, refs):
+        where = f" on a batch of {gold.size(0)} padded with {pad}"
         ok_exact, ok_token = np.isclose(exact, ref_exact), np.isclose(token, ref_token)
         if ok_exact and ok_token:
             continue
@@ -454,73 +558,26 @@ def check_accuracies(fn: Callable) -> str:
             raise Hint("the two are swapped: return (exact_match, token_accuracy), in that order")
         if np.isclose(exact, 100 * ref_exact) and np.isclose(token, 100 * ref_token) and ref_token:
             raise Hint("you return percentages: return shares between 0 and 1")
-        if not ok_token:
-            pad_hint = " (the pad_id argument: these batches pad with other ids than the notebook's 13)"
-            per_row = (right & real).sum(1).double() / real.sum(1)
-            wrong: list[tuple[Any, str]] = [
-                (
-                    right.double().mean(),
-                    "padding counted in the token accuracy: score only positions where gold is not pad_id" + pad_hint,
-                ),
-                (
-                    per_row.mean(),
-                    "you averaged each row's accuracy, then the rows: a short answer's tokens then "
-                    "weigh more; divide the number of right real tokens by the number of real tokens",
-                ),
-                (
-                    (right & (pred != pad)).sum() / (pred != pad).sum(),
-                    "the padding mask comes from pred: take it from gold (gold != pad_id), the true answer",
-                ),
-                ((right & real).sum(), "you return the number of right tokens: divide by the number of real tokens"),
-                (
-                    (right & real).sum() // real.sum(),
-                    "integer division: // rounds down to 0 — use / (on a float, e.g. .float() or .sum().item())",
-                ),
-                (ref_token * 100, "you return percentages: return shares between 0 and 1"),
-                (ref_exact, "your token accuracy is the exact match: count right tokens, not right rows"),
-            ]
-        else:
-            wrong = [
-                (
-                    right.all(1).double().mean(),
-                    "padding counted in the exact match: a row is right when every "
-                    "position where gold is not pad_id is right — ((pred == gold) | (gold == pad_id)).all(dim=1)",
-                ),
-                (
-                    ref_token,
-                    "your exact match is per token: it asks whether a whole row is right "
-                    "(.all over its positions), then takes the share of such rows",
-                ),
-                (
-                    (right & real).any(1).double().mean(),
-                    "a row is exactly right only if every real token is right: use .all, not .any",
-                ),
-                (
-                    (right | ~real).all(0).double().mean(),
-                    "exact match over the wrong axis: .all(dim=1) — over each "
-                    "row's positions — then the mean over the rows",
-                ),
-                ((right | ~real).all(1).sum(), "you return the number of right rows: divide by the number of rows"),
-                (
-                    (right | ~real).all(1).sum() // batch,
-                    "integer division: // rounds down to 0 — use / (on a float, e.g. .float().mean())",
-                ),
-            ]
-        value = token if not ok_token else exact
-        for candidate, message in wrong:
-            candidate = float(candidate)
+        what, k = ("token_accuracy", 1) if not ok_token else ("exact_match", 0)
+        value, ref = (token, ref_token) if not ok_token else (exact, ref_exact)
+        # A mistake is named only when it gives the learner's number on every batch their code gets
+        # wrong, not on this one alone (a 0 is also what `//` gives; one value can fit two mistakes).
+        wrong_on = [j for j, (got, want) in enumerate(zip(results, refs)) if not np.isclose(got[k], want[k])]
+        recomputed = [dict((m, v) for v, m in _accuracy_mistakes(*cases[j], what)) for j in wrong_on]
+        for candidate, message in _accuracy_mistakes(pred, gold, pad, what):
             if np.isfinite(candidate) and np.isclose(value, candidate):
-                raise Hint(message)
-        what, ref = ("token_accuracy", ref_token) if not ok_token else ("exact_match", ref_exact)
+                if all(_same_number(results[j][k], r[message]) for j, r in zip(wrong_on, recomputed)):
+                    raise Hint(message)
         raise Hint(
-            f"{where.strip()} your {what} is {value:.4g}, expected {ref:.4g}: "
+            f"{where.strip()} (pred {pred.tolist()}, gold {gold.tolist()}) your {what} is {value:.4g}, expected "
+            f"{ref:.4g}: "
             + (
                 "right real tokens / real tokens (real: gold != pad_id)"
                 if what == "token_accuracy"
                 else "the share of rows whose every real token is right"
             )
         )
-    return "exact match and token accuracy on 4 batches (1 to 7 rows, padding ignored)"
+    return "exact match and token accuracy on 5 batches (1 to 7 rows, padding ignored, all-padding columns)"
 
 
 # ---------------------------------------------------------------- 4. greedy decoding
@@ -559,6 +616,14 @@ def _greedy_cases() -> list[tuple[str, Callable[[], Any], Tensor, int, int, int]
             3,
             0,
             9,
+        ),
+        (  # logits rounded to whole numbers: exact ties, which go to the lowest id (torch.argmax's rule)
+            "a batch of 3 whose logits tie (vocabulary 10, bos_id 8, eos_id 9, max_steps 6)",
+            lambda: ToySeq2Seq(10, seed=22, step=1.0),
+            ids(10, (3, 4), 22),
+            8,
+            9,
+            6,
         ),
     ]
 
@@ -674,13 +739,26 @@ def check_greedy(fn: Callable) -> str:
         # Each checked token must be the argmax given <s> and the learner's own earlier tokens.
         with torch.no_grad():
             fed = torch.cat([torch.full((batch, 1), bos, dtype=torch.long), out[:, :-1]], dim=1)
-            best = model.logits(src, fed).argmax(-1)
+            logits = model.logits(src, fed).double()
+        best, top = logits.argmax(-1), logits.amax(-1)
+        mine = logits.gather(-1, out[:, :, None].clamp(0, vocab - 1))[..., 0]
+        # A token within rounding of the top logit (not an exact tie) is the argmax too: code that
+        # takes the argmax of softmax(logits) may see two near-equal logits as one probability.
+        near = (mine < top) & (top - mine <= 1e-6 * top.abs().clamp(min=1))
         ends = [_first_eos(out[r], eos) for r in range(batch)]
         for r in range(batch):
-            wrong = (out[r, : ends[r]] != best[r, : ends[r]]).nonzero()
+            wrong = ((out[r, : ends[r]] != best[r, : ends[r]]) & ~near[r, : ends[r]]).nonzero()
             if not len(wrong):
                 continue
             t = int(wrong[0])
+            if mine[r, t] == top[r, t]:  # an exact tie, broken the other way: the first differing step says so
+                tied = (logits[r, t] == top[r, t]).nonzero()[:, 0].tolist()
+                raise Hint(
+                    f"{where.strip()}, row {r}, step {t}: the model's last-position logits tie between ids "
+                    f"{', '.join(map(str, tied))} and you wrote {int(out[r, t])}: a tie goes to the lowest id, "
+                    "as logits.argmax(dim=-1) gives it (topk and sorting may pick another)",
+                    mistake="greedy-tie",
+                )
             if (out[:, 0] == bos).all():
                 raise Hint("your output starts with <s>: return only the generated tokens (drop column 0)")
             mistakes = [
@@ -704,10 +782,11 @@ def check_greedy(fn: Callable) -> str:
                 candidate = _reference_greedy(model, src, bos, n, mode)
                 if _same(out[r, : ends[r]], candidate[r, : ends[r]]):
                     raise Hint(message)
-            if len(set(out[r, : ends[r]].tolist())) == 1 and ends[r] > 2:
+            if len(set(out[r, : ends[r]].tolist())) == 1 and ends[r] > 2:  # no mistake above matched: say what differs
                 raise Hint(
-                    "every step gives the same token: append each step's argmax to the decoder input "
-                    "and read the logits of the last position, logits[:, -1]"
+                    f"{where.strip()}, row {r}: you wrote {int(out[r, 0])} at every step, but given <s> and your "
+                    f"earlier tokens the model's last-position logits peak at {int(best[r, t])} at step {t} — "
+                    "append each step's argmax to the decoder input and read the logits of the last position"
                 )
             raise Hint(
                 f"{where.strip()}, row {r}, step {t}: you wrote {int(out[r, t])}, but given <s> and your "
@@ -733,5 +812,5 @@ def check_greedy(fn: Callable) -> str:
             )
     return (
         f"matches greedy decoding on {n_cases} models (toy ones and the committed adder), batches of 1 to 5, "
-        "rows ending at different steps"
+        "rows ending at different steps, ties going to the lowest id"
     )

@@ -409,6 +409,18 @@ def refuse_list(x, what: str) -> None:
         )
 
 
+def require_tensor(x, what: str) -> None:
+    """The rule's other half: where the task asks for a torch tensor (what a model computes with next),
+    a numpy array is refused too — torch cannot add one to its tensors or assign one into them."""
+    refuse_list(x, what)
+    if isinstance(x, np.ndarray):
+        raise Hint(
+            f"your {what} is a numpy array, expected a torch tensor: the model computes with it in torch, "
+            "which cannot mix the two — build it with torch operations (torch.as_tensor converts an array)",
+            mistake="numpy-not-tensor",
+        )
+
+
 def close(a: Tensor, b: Tensor) -> bool:
     return a.shape == b.shape and torch.allclose(a.double(), b.double(), atol=1e-5, rtol=1e-4)
 

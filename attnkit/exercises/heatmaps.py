@@ -262,10 +262,80 @@ def _typical_cases() -> list[tuple[str, np.ndarray, np.ndarray]]:
     return [a, b, c]
 
 
+def _typical_mistakes(values: np.ndarray, means: np.ndarray) -> list[tuple[int, str]]:
+    """The sample each common mistake picks, and the hint that names it."""
+    dist = _typical_distance(values, means)
+    defined = ~np.isnan(means)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        diff = values[:, defined] - means[defined]
+        finite = lambda d: np.where(np.isnan(d), np.inf, d)
+        return [
+            (
+                int(np.argmax(np.where(np.isinf(dist), -np.inf, dist))),
+                "you picked the sample *farthest* from the head's averages: the typical one has the smallest "
+                "distance (argmin, not argmax)",
+            ),
+            (
+                int(np.argmin(finite((diff**2).mean(1)))),  # also the Euclidean distance's pick
+                "you used squared differences (or the Euclidean distance): the notebook's distance is the mean "
+                "*absolute* difference (np.abs), which a single large difference does not dominate",
+            ),
+            (
+                int(np.argmin(finite(diff.mean(1)))),
+                "you averaged signed differences, so errors in opposite directions cancel: take np.abs of the "
+                "differences before averaging",
+            ),
+            (
+                int(np.argmin(finite(np.abs(values[:, defined] - np.nanmean(values[:, defined], 0)).mean(1)))),
+                "you compared with the average of `values` over the samples: compare with `means`, the head's "
+                "averages over every counted row (what the roles table shows)",
+            ),
+        ]
+
+
+def _index(out, n_samples: int, n_measures: int) -> int:
+    """The learner's answer as an index: an int (Python's, numpy's or a 0-d integer tensor), or a Hint."""
+    if isinstance(out, (bool, np.bool_)) or (isinstance(out, Tensor) and out.dtype == torch.bool):
+        raise Hint("your function returned a bool: return the index of the typical sample (an int)")
+    got = _array(out, "one int, the index of a sample")
+    if got.size != 1:
+        if got.shape == (n_samples,):
+            raise Hint(
+                f"you returned {n_samples} values (one distance per sample?): return the index of the "
+                "smallest, e.g. int(np.argmin(distance))"
+            )
+        if got.shape == (n_measures,):
+            raise Hint("you returned a row of measures: return the index of the sample, not its values")
+        raise Hint(f"you returned an array of shape {got.shape}: return one int, the index of a sample")
+    got = got.reshape(())
+    if not (np.isfinite(got) and float(got).is_integer()):
+        raise Hint(f"you returned {float(got):g}: return the index of a sample, an int from 0 to {n_samples - 1}")
+    if (
+        isinstance(out, (float, np.floating))
+        or getattr(out, "dtype", None) in (np.float32, np.float64)
+        or (isinstance(out, Tensor) and out.is_floating_point())
+    ):  # an index must index: values[3.0] fails
+        raise Hint(
+            f"you returned {float(got):g} as a float ({getattr(out, 'dtype', type(out).__name__)}): return the "
+            "index as an int (int(...), or np.argmin's own integer), so that values[i] works",
+            mistake="index-not-int",
+        )
+    i = int(got)
+    if not 0 <= i < n_samples:
+        raise Hint(
+            f"you returned {i}, but there are {n_samples} samples (rows of `values`): return the index "
+            f"of a row, from 0 to {n_samples - 1}"
+        )
+    return i
+
+
 @checker("typical_sample", "03-typical-sample", "my_typical_sample")
 def check_typical_sample(fn: Callable) -> str:
     """`fn(values, means)` -> int: the sample whose measures are closest to the head's averages."""
-    for label, values, means in _typical_cases():
+    cases = _typical_cases()
+    picks = []
+    for label, values, means in cases:
         v, m = values.copy(), means.copy()
         out = _attempt(fn, v, m, context=f" on {label} (values {values.shape}, means {means.shape})")
         if not (np.array_equal(v, values, equal_nan=True) and np.array_equal(m, means, equal_nan=True)):
@@ -273,32 +343,13 @@ def check_typical_sample(fn: Callable) -> str:
                 "your function changed `values` or `means` in place (e.g. values[np.isnan(values)] = ...): "
                 "the caller's arrays must stay as they are; work on a copy"
             )
-        if isinstance(out, (bool, np.bool_)):
-            raise Hint("your function returned a bool: return the index of the typical sample (an int)")
-        got = _array(out, "one int, the index of a sample")
-        n_samples, n_measures = values.shape
-        if got.size != 1:
-            if got.shape == (n_samples,):
-                raise Hint(
-                    f"you returned {n_samples} values (one distance per sample?): return the index of the "
-                    "smallest, e.g. int(np.argmin(distance))"
-                )
-            if got.shape == (n_measures,):
-                raise Hint("you returned a row of measures: return the index of the sample, not its values")
-            raise Hint(f"you returned an array of shape {got.shape}: return one int, the index of a sample")
-        got = got.reshape(())
-        if not (np.isfinite(got) and float(got).is_integer()):
-            raise Hint(f"you returned {float(got):g}: return the index of a sample, an int from 0 to {n_samples - 1}")
-        i = int(got)
-        if not 0 <= i < n_samples:
-            raise Hint(
-                f"you returned {i}, but there are {n_samples} samples (rows of `values`): return the index "
-                f"of a row, from 0 to {n_samples - 1}"
-            )
-        dist = _typical_distance(values, means)
-        want = int(np.argmin(dist))
+        picks.append(_index(out, *values.shape))
+    wants = [int(np.argmin(_typical_distance(values, means))) for _, values, means in cases]
+    wrong_on = [c for c, (i, want) in enumerate(zip(picks, wants)) if i != want]
+    for (label, values, means), i, want in zip(cases, picks, wants):
         if i == want:
             continue
+        dist = _typical_distance(values, means)
         defined = ~np.isnan(means)
         if np.isnan(values[i, defined]).any():
             raise Hint(
@@ -306,35 +357,12 @@ def check_typical_sample(fn: Callable) -> str:
                 "takes the first NaN, and nanmean/nansum score the missing measure as a perfect match — "
                 "give such samples distance np.inf so they are never picked"
             )
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            diff = values[:, defined] - means[defined]
-            finite = lambda d: np.where(np.isnan(d), np.inf, d)
-            wrong = [
-                (
-                    int(np.argmax(np.where(np.isinf(dist), -np.inf, dist))),
-                    "you picked the sample *farthest* from the head's averages: the typical one has the smallest "
-                    "distance (argmin, not argmax)",
-                ),
-                (
-                    int(np.argmin(finite((diff**2).mean(1)))),  # also the Euclidean distance's pick
-                    "you used squared differences (or the Euclidean distance): the notebook's distance is the mean "
-                    "*absolute* difference (np.abs), which a single large difference does not dominate",
-                ),
-                (
-                    int(np.argmin(finite(diff.mean(1)))),
-                    "you averaged signed differences, so errors in opposite directions cancel: take np.abs of the "
-                    "differences before averaging",
-                ),
-                (
-                    int(np.argmin(finite(np.abs(values[:, defined] - np.nanmean(values[:, defined], 0)).mean(1)))),
-                    "you compared with the average of `values` over the samples: compare with `means`, the head's "
-                    "averages over every counted row (what the roles table shows)",
-                ),
-            ]
-            for candidate, message in wrong:
-                if i == candidate:
-                    raise Hint(message)
+        # One index can be a mistake's pick by chance: the hint names a mistake only when it picks what
+        # the learner picked on every case the learner gets wrong.
+        recomputed = {c: dict((m, k) for k, m in _typical_mistakes(*cases[c][1:])) for c in wrong_on}
+        for candidate, message in _typical_mistakes(values, means):
+            if i == candidate and all(recomputed[c].get(message) == picks[c] for c in wrong_on):
+                raise Hint(message)
         all_nan = ""
         if np.isnan(means).any() and i == 0:
             all_nan = (
@@ -431,6 +459,23 @@ def _aligned_variant(
         return float((share.sum(1) / counted.sum(1)).mean())
     over = {"counted": counted, "real": tgt != PAD, "all": torch.ones_like(counted)}[rows]
     return float(share.sum() / over.sum())
+
+
+def _aligned_contradicted(fn: Callable, mistake: dict) -> bool:
+    """Does the learner's code, on another case, give a wrong number that this mistake does not give?
+    One number can fit a mistake by chance; the hint names it only when no case says otherwise."""
+    for _label, cache, head in _aligned_cases():
+        try:
+            got = _array(_attempt(fn, cache, head), "one number")
+        except Hint:
+            continue  # a case the code cannot run on says nothing about this mistake
+        if got.size != 1:
+            continue
+        share = float(got.reshape(()))
+        close = lambda x: math.isclose(share, x, rel_tol=1e-4, abs_tol=1e-5)
+        if not close(_aligned_reference(cache, head)) and not close(_aligned_variant(cache, head, **mistake)):
+            return True
+    return False
 
 
 def _aligned_reference(cache, head: str) -> float:
@@ -570,7 +615,7 @@ def check_aligned_share(fn: Callable) -> str:
             ),
         ]
         for mistake, message in wrong:
-            if close(_aligned_variant(cache, head, **mistake)):
+            if close(_aligned_variant(cache, head, **mistake)) and not _aligned_contradicted(fn, mistake):
                 raise Hint(message)
         if number >= 2:  # the 3-digit cases passed
             raise Hint(

@@ -30,9 +30,10 @@ class ToySeq2Seq(nn.Module):
     """A stand-in for the adder: model(src, tgt) -> (batch, tgt_pos, vocab) logits, causal over tgt
     (position t depends on tgt[:, :t+1] and all of src), of any vocabulary. It records each call,
     so that a checker can tell what the learner fed it, and refuses inputs the adder could not use
-    with an error that says what is wrong."""
+    with an error that says what is wrong. With `step`, its logits are rounded to multiples of
+    `step`: exact ties between ids, which greedy decoding must break towards the lowest id."""
 
-    def __init__(self, vocab: int, seed: int, d: int = 12, max_pos: int = 24):
+    def __init__(self, vocab: int, seed: int, d: int = 12, max_pos: int = 24, step: float = 0.0):
         super().__init__()
         gen = torch.Generator().manual_seed(seed)  # never the global RNG: a checker leaves it alone
 
@@ -42,7 +43,7 @@ class ToySeq2Seq(nn.Module):
         self.src_embed, self.tgt_embed, self.prefix_embed = param(vocab, d), param(vocab, d), param(vocab, d)
         self.pos = param(max_pos, d)
         self.unembed = param(d, vocab, scale=3 / d**0.5)
-        self.vocab = vocab
+        self.vocab, self.step = vocab, step
         self.calls: list[tuple[Tensor, Tensor]] = []
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
@@ -74,7 +75,8 @@ class ToySeq2Seq(nn.Module):
         n = tgt.size(1)
         context = 2 * torch.tanh(self.src_embed[src] + self.pos[: src.size(1)].flip(0)).mean(1, keepdim=True)
         prefix = self.prefix_embed[tgt].cumsum(1) / torch.arange(1, n + 1).view(1, n, 1)  # causal mean
-        return torch.tanh(context + self.tgt_embed[tgt] + prefix + self.pos[:n]) @ self.unembed
+        logits = torch.tanh(context + self.tgt_embed[tgt] + prefix + self.pos[:n]) @ self.unembed
+        return (logits / self.step).round() * self.step if self.step else logits
 
 
 class Recording(nn.Module):

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from ..core import positional
-from .checking import Hint, NotDone, call, checker, first_line, refuse_list
+from .checking import Hint, NotDone, call, checker, first_line, refuse_list, require_tensor
 
 BASE = 10000.0
 
@@ -67,6 +67,16 @@ def _array(x, what: str, integers: bool = False) -> Tensor:
     else:
         raise Hint(f"your {what} is {_a(x)}, expected a tensor (or numpy array)")
     return t.double()
+
+
+def _dtype(x: Tensor, dtype: torch.dtype, what: str, why: str) -> None:
+    """The values are right; the dtype must be `dtype` too (`why`: whose dtype it is, what breaks)."""
+    if x.dtype != dtype:
+        raise Hint(
+            f"the values are right, but your {what} is {x.dtype}, expected {dtype} ({why}) — build its "
+            f"tensors in that dtype (dtype=...) or end with .to({dtype})",
+            mistake="wrong-dtype",
+        )
 
 
 def _shape(t: Tensor, expected: tuple, what: str, known: dict) -> Tensor:
@@ -403,8 +413,13 @@ def _rope_mistakes(got: Tensor, x: Tensor) -> str:
 def check_rotate(fn: Callable) -> str:
     """`fn(x)`: x (..., pos, d_head) -> the same shape, pair (2i, 2i+1) at position p turned by p·ω_i."""
     gen = torch.Generator().manual_seed(5)
-    for shape in ((2, 3, 5, 10), (7, 6), (1, 1, 1, 4), (3, 9, 22)):
-        x = torch.randn(*shape, generator=gen)
+    for shape, dtype in (
+        ((2, 3, 5, 10), torch.float32),
+        ((7, 6), torch.float32),
+        ((1, 1, 1, 4), torch.float32),
+        ((3, 9, 22), torch.float64),
+    ):
+        x = torch.randn(*shape, generator=gen, dtype=dtype)
         context = f" on x of shape {shape}"
         given = x.clone()
         if not callable(fn):
@@ -421,6 +436,7 @@ def check_rotate(fn: Callable) -> str:
                     "and d_head = x.shape[-1], and let the (pos, d_head/2) angles broadcast over the rest"
                 )
             raise Hint(hint) from None
+        require_tensor(out, f"result{context}")
         got = _shape(
             _array(out, f"result{context}"),
             shape,
@@ -453,7 +469,16 @@ def check_rotate(fn: Callable) -> str:
                 f"{context.strip()}: your function changed x in place: return a new tensor "
                 "(the model still needs its q and k; build the result with torch.stack or a clone)"
             )
-    return "matches attnkit's rotate on 2-D, 3-D and 4-D inputs, widths 4, 6, 10 and 22, 1 to 9 positions"
+        _dtype(
+            out,
+            x.dtype,
+            f"result{context}",
+            "x's: a rotated q or k of another dtype than v makes the attention's product with v fail",
+        )
+    return (
+        "matches attnkit's rotate on 2-D, 3-D and 4-D inputs, widths 4, 6, 10 and 22, 1 to 9 positions, "
+        "in x's dtype (float32 and float64)"
+    )
 
 
 # ---------------------------------------------------------------- 4. the directional ALiBi bias
@@ -599,6 +624,15 @@ def _alibi_mistakes(got: Tensor, n: int, H: int) -> str:
     )
 
 
+def _runs(fn: Callable, *args) -> bool:
+    """Does the learner's code return without raising on these arguments? (A probe for a hint.)"""
+    try:
+        call(fn, *args)
+    except Exception:
+        return False
+    return True
+
+
 @checker("alibi_bias", "05-alibi-bias", "my_alibi_bias", references=("attnkit.core.positional:alibi_bias",))
 def check_alibi_bias(fn: Callable) -> str:
     """`fn(n_pos, n_heads)` -> (heads, q_pos, k_pos), attnkit's directional ALiBi bias."""
@@ -610,17 +644,19 @@ def check_alibi_bias(fn: Callable) -> str:
         except NotDone:
             raise
         except Hint as hint:
-            if H % 2 and not odd_passed:
+            # The advice is given only where a probe confirms it: the same length with one head more runs.
+            if H % 2 and not odd_passed and _runs(fn, n, H + 1):
                 raise Hint(
                     f"{hint} — with an odd head count the last head is a left head without a partner: "
                     "take (n_heads + 1) // 2 slopes and keep the first n_heads after "
                     "repeat_interleave(2)"
                 ) from None
-            if n == 1:
+            if n == 1 and _runs(fn, 2, H):
                 raise Hint(
                     f"{hint} — with one position the bias is (heads, 1, 1): only the token itself, -30 in every head"
                 ) from None
             raise
+        require_tensor(out, f"bias{context}")
         got = _array(out, f"bias{context}")
         known = {
             (n, n, H): f"your bias{context} is (q_pos, k_pos, heads): put the heads first, "
@@ -629,20 +665,39 @@ def check_alibi_bias(fn: Callable) -> str:
         }
         got = _shape(got, (H, n, n), f"bias{context}", known)
         if torch.isnan(got).any():
+            ref = positional.alibi_bias(n, H).double()
+            nan = torch.isnan(got)
+            # 0 · inf from a mask: NaN on exactly the blocked keys, or on exactly the allowed ones (the diagonal
+            # aside, often set last); NaN anywhere else has another cause, and the hint just says where.
+            off = ~torch.eye(n, dtype=torch.bool).expand(H, n, n)
+            blocked = torch.isinf(ref)
+            if torch.equal(nan[off], blocked[off]) or torch.equal(nan[off], ~blocked[off]):
+                raise Hint(
+                    f"NaN in your bias{context} on every {'blocked' if nan[blocked].any() else 'allowed'} key: "
+                    "0 · inf is NaN — set blocked keys with masked_fill or torch.where instead of multiplying "
+                    "by a mask"
+                )
+            h, i, j = (int(v) for v in nan.nonzero()[0])
             raise Hint(
-                f"NaN in your bias{context}: 0 · inf is NaN — set blocked keys with masked_fill or "
-                "torch.where instead of multiplying by a mask"
+                f"NaN in your bias{context} at [h={h}, i={i}, j={j}], where the bias is {ref[h, i, j].item():.4g}"
             )
         if (got > 1e4).any():
             raise Hint(f"+inf (or a huge positive number) in your bias{context}: blocked keys get -inf")
         ref = positional.alibi_bias(n, H).double()
         blocked, ref_blocked = got < -1e4, torch.isinf(ref)
         if torch.equal(blocked, ref_blocked) and _close(got[~ref_blocked], ref[~ref_blocked]):
+            _dtype(
+                out,
+                torch.get_default_dtype(),
+                f"bias{context}",
+                "torch's default dtype, as P.alibi_bias gives it: a float64 bias makes the float32 scores "
+                "float64, and their product with the float32 values fails",
+            )
             odd_passed = odd_passed or H % 2 == 1
             continue
         mistake = _alibi_mistakes(got, n, H)
         raise Hint(f"{context.strip()}: {mistake or 'your bias differs from the reference'}")
-    return "matches attnkit's directional alibi_bias for 1 to 7 positions and 2, 3, 5 and 8 heads"
+    return "matches attnkit's directional alibi_bias (a float32 tensor) for 1 to 7 positions and 2, 3, 5 and 8 heads"
 
 
 # ---------------------------------------------------------------- 5. the max-pool readout
@@ -656,7 +711,7 @@ def _pool_cases() -> list[tuple[Tensor, Tensor]]:
     score[0, 2] = 0.5  # one violation in the first row
     pad = torch.tensor([[False] * 5, [False] * 3 + [True] * 2, [False] + [True] * 4])
     score = score.masked_fill(pad, 5.0)
-    single = (torch.tensor([[-0.25]]), torch.tensor([[False]]))
+    single = (torch.tensor([[-0.25]], dtype=torch.float64), torch.tensor([[False]]))  # float64 in, float64 out
     wide = torch.randn(2, 7, generator=gen)
     wide_pad = torch.zeros(2, 7, dtype=torch.bool)
     wide_pad[1, 4:] = True
@@ -689,6 +744,7 @@ def check_max_pool(fn: Callable) -> str:
             and out[1].dtype != torch.bool
         ):  # (values, indices)
             raise Hint("torch.max(x, dim) returns a pair (values, indices): take .values (or use x.amax(dim))")
+        require_tensor(out, f"result{context}")
         got = _array(out, f"result{context}", integers=True)  # an argmax is named below
         known = {
             (): f"your result{context} is one number for the whole batch: pool over the positions only, "
@@ -705,6 +761,7 @@ def check_max_pool(fn: Callable) -> str:
         real = ~pad
         ref = score.masked_fill(pad, float("-inf")).amax(dim=1).double()
         if _close(got, ref):
+            _dtype(out, score.dtype, f"result{context}", "score's: the classifier's logit keeps the model's dtype")
             continue
         s = score.double()
         nan = torch.isnan(got)

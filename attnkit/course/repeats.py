@@ -1,0 +1,132 @@
+"""Which cells of a student edition repeat the solution edition's work: the test suite runs both
+editions under nbval, and a student-edition cell that is the same as the solution edition's and
+depends on no learner's code computes exactly what it computed there (root conftest.py skips it when
+the solution edition runs in the same session). A static reading of the cells' Python, erring on
+the side of running: anything it cannot follow runs."""
+
+import ast
+import builtins
+
+# Methods that change the object they are called on (torch's in-place ops end in "_" too), and module
+# functions that change global state: a cell calling one on state another cell made must run.
+CHANGES_ITS_OBJECT = {
+    "eval", "train", "to", "cuda", "cpu", "half", "float", "double", "requires_grad_", "zero_grad", "step",
+    "backward", "load_state_dict", "apply", "register_forward_hook", "register_forward_pre_hook", "register_hook",
+    "append", "extend", "insert", "pop", "popitem", "remove", "clear", "update", "setdefault", "add", "discard",
+    "sort", "reverse", "write", "close", "seed", "manual_seed", "use_deterministic_algorithms", "observe",
+}  # fmt: skip
+
+
+def _changes_state(name: str) -> bool:
+    in_place = name.endswith("_") and not name.startswith("__")  # add_, mul_; not __new__
+    return name in CHANGES_ITS_OBJECT or in_place or name.startswith("set")
+
+
+def _free_reads(node, bound: set, free: set) -> None:
+    """Names `node` reads before binding them itself, in evaluation order (function bodies: every
+    name they read that is not their own)."""
+    if isinstance(node, ast.Name):
+        (free.add(node.id) if node.id not in bound else None) if isinstance(node.ctx, ast.Load) else bound.add(node.id)
+    elif isinstance(node, (ast.Import, ast.ImportFrom)):
+        bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        own = (
+            {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
+            if not isinstance(node, ast.ClassDef)
+            else set()
+        )
+        own |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+        free |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - own - bound
+        if not isinstance(node, ast.Lambda):
+            bound.add(node.name)
+    elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)):
+        _free_reads(node.value, bound, free) if node.value else None
+        for target in getattr(node, "targets", None) or [node.target]:
+            _free_reads(target, bound, free)
+    elif isinstance(node, ast.AugAssign):
+        if isinstance(node.target, ast.Name) and node.target.id not in bound:
+            free.add(node.target.id)
+        _free_reads(node.value, bound, free)
+        _free_reads(node.target, bound, free)
+    elif isinstance(node, (ast.For, ast.AsyncFor)):
+        for part in (node.iter, node.target, *node.body, *node.orelse):
+            _free_reads(part, bound, free)
+    elif isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+        inner = set(bound)
+        for gen in node.generators:
+            for part in (gen.iter, gen.target, *gen.ifs):
+                _free_reads(part, inner, free)
+        for part in (node.key, node.value) if isinstance(node, ast.DictComp) else (node.elt,):
+            _free_reads(part, inner, free)
+    else:
+        for child in ast.iter_child_nodes(node):
+            _free_reads(child, bound, free)
+
+
+def _names(source: str, modules: set):
+    """(names the cell reads before binding them, function bodies included; names it binds; whether it
+    changes no state another cell made) — or None where it does not parse. A cell changes such state
+    by storing into an attribute or item of an object it did not create, calling a method that
+    changes one (`model.eval()`, `results.append(...)`), or a setter of a module
+    (`torch.manual_seed`, `torch.set_num_threads`); calling a function (`train_adder(...)`) does not."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    try:
+        tree = ast.parse(TransformerManager().transform_cell(source))
+    except SyntaxError:
+        return None
+    free: set = set()
+    bound: set = set()
+    for statement in tree.body:
+        _free_reads(statement, bound, free)
+    self_contained = True
+    top = list(tree.body)  # what runs now: the cell less its function and class bodies
+    while top:
+        node = top.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        store = isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, (ast.Store, ast.Del))
+        method = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+        if store or (method and _changes_state(node.func.attr)):
+            base = node.func if method else node
+            while isinstance(base, (ast.Attribute, ast.Subscript, ast.Call)):
+                base = base.func if isinstance(base, ast.Call) else base.value
+            name = base.id if isinstance(base, ast.Name) else ""
+            self_contained &= name in bound and name not in free and name not in modules or name == "plt"
+        top.extend(ast.iter_child_nodes(node))
+    return free, bound, self_contained
+
+
+def cells_that_repeat_the_solution(student: list, solution: list) -> dict[int, str]:
+    """{code cell index: why} for the student edition's cells that compute exactly what the solution
+    edition's cell did. A cell depends on the learner when it differs from the solution edition's (a
+    stub) or reads a name such a cell bound (or, for a stub, read). A cell must
+    run when it depends on the learner, is a check cell, changes state another cell made, or binds
+    a name a cell that must run reads. Nothing is skipped in a notebook with a cell that does not parse."""
+    if len(student) != len(solution):
+        return {}
+    modules: set = set()
+    for cell in student:
+        try:
+            tree = ast.parse("\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith("%")))
+        except SyntaxError:
+            continue
+        imports = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        modules |= {(a.asname or a.name).split(".")[0] for n in imports for a in n.names}
+    parsed = [_names(cell.source, modules) for cell in student]
+    if any(p is None for p in parsed):
+        return {}
+    must, tainted = [], set()
+    for cell, original, (read, bound, self_contained) in zip(student, solution, parsed):
+        stub = cell.source != original.source
+        learner = stub or bool(read & tainted)
+        if learner:
+            tainted |= bound | (read - set(vars(builtins)) if stub else set())
+        must.append(learner or "check" in cell.get("metadata", {}).get("tags", []) or not self_contained)
+    needed: set = set()
+    for i in reversed(range(len(student))):
+        read, bound, _ = parsed[i]
+        if must[i] or bound & needed:
+            must[i] = True
+            needed |= read
+    return {i: "the solution edition's cell, run in notebooks/ in this session" for i, m in enumerate(must) if not m}
