@@ -9,7 +9,14 @@
 Layout: core/ (attention, positional encodings, hook points and the activation cache, blocks,
 checkpoints, runtime helpers), adder/ and sortedness/ (the two tasks), interp/ (head roles,
 ablation sweeps, activation patching), experiments/ (the long runs behind data/), ui/ (figures,
-widgets, exercise checkers).
+widgets), exercises/ (the notebooks' checkers), course/ (editions and grading).
+
+The notebooks import names unrenamed, from where they are defined, and a module they use often
+under its own name; only checkers are renamed, to <topic>_checks:
+
+    from attnkit.ui.plotting import heatmap
+    from attnkit.interp import patching                          # patching.patch_heads(...)
+    from attnkit.exercises import patching as patching_checks    # notebook 06's checkers
 """
 
 import importlib

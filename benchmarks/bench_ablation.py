@@ -20,7 +20,7 @@ import time
 import numpy as np
 import torch
 
-from attnkit import interp as A
+from attnkit import interp
 from attnkit.adder import CHECKPOINT, Adder
 from attnkit.adder.data import BOS, EOS, PAD, load_test_set
 from attnkit.adder.evaluate import mean_z
@@ -31,14 +31,14 @@ from attnkit.core.allocator import keep_freed_memory
 
 def problems_for(adder):
     a, b = load_test_set()
-    p = A.Problems.from_operands(adder.model, a, b)
+    p = interp.Problems.from_operands(adder.model, a, b)
     if CHECKPOINT.exists():
         return p, "data/adder.pt, true sums"
     out = adder.model.greedy(p.src)  # untrained: its own answers are the targets
     after_eos = ((out == EOS).cumsum(1) - (out == EOS).long()) > 0
     gold = out.masked_fill(after_eos | ((out == PAD).cumsum(1) > 0), PAD)
     tgt_in = torch.cat([torch.full_like(out[:, :1], BOS), out[:, :-1]], dim=1)
-    return A.Problems(p.src, tgt_in, gold), "UNTRAINED model (no data/adder.pt), scored against its own answers"
+    return interp.Problems(p.src, tgt_in, gold), "UNTRAINED model (no data/adder.pt), scored against its own answers"
 
 
 def best_of(fn, repeats):
@@ -81,8 +81,8 @@ def main() -> None:
     for mode in ["zero", "mean"] if args.mode == "both" else [args.mode]:
         if mode == "mean":
             mean_z(adder.model)  # computed once per model and cached, like the studies do
-        plain_s, plain_all, plain = best_of(lambda: A.plain_matches(adder, problems, configs, mode), args.repeats)  # noqa: B023 (called here)
-        fast_s, fast_all, fast = best_of(lambda: A.fast_matches(adder, problems, configs, mode), args.repeats)  # noqa: B023
+        plain_s, plain_all, plain = best_of(lambda: interp.plain_matches(adder, problems, configs, mode), args.repeats)  # noqa: B023 (called here)
+        fast_s, fast_all, fast = best_of(lambda: interp.fast_matches(adder, problems, configs, mode), args.repeats)  # noqa: B023
         same = bool(np.array_equal(plain, fast))
         print(
             f"{mode:<6} {plain_s:10.2f}s {fast_s:10.2f}s {plain_s / fast_s:8.2f}x  {str(same):>5}  "

@@ -12,10 +12,10 @@ import torch.nn.functional as F
 
 from attnkit.adder.data import PAD
 from attnkit.core.hooks import gate_z
-from attnkit.exercises import ablation as C
+from attnkit.exercises import ablation as ablation_checks
 from attnkit.exercises import models as check_models
-from conftest import assert_hint as fails_with
-from conftest import checker_line
+
+from helpers import assert_hint, checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "04_head_ablation.ipynb"
 STUB = 'raise NotImplementedError("your code here")'
@@ -74,10 +74,10 @@ def weird_inputs():
 def test_notebook_solutions_pass_and_stubs_wait():
     ns = solutions()
     for check, name in [
-        (C.check_ablation_hook, "my_ablation_hook"),
-        (C.check_mean_z, "my_mean_z"),
-        (C.check_prune_order, "my_prune_order"),
-        (C.check_head_importance, "my_head_importance"),
+        (ablation_checks.check_ablation_hook, "my_ablation_hook"),
+        (ablation_checks.check_mean_z, "my_mean_z"),
+        (ablation_checks.check_prune_order, "my_prune_order"),
+        (ablation_checks.check_head_importance, "my_head_importance"),
     ]:
         assert run(check, ns[name])[0], name
         ok, line = run(check, stub)
@@ -121,7 +121,7 @@ def test_notebook_exercise_cells(capsys):
                 inside = False
             elif not inside:
                 stubbed.append(line)
-        namespace = {"torch": torch, "ablation_checks": C}
+        namespace = {"torch": torch, "ablation_checks": ablation_checks}
         exec("\n".join(stubbed), namespace)
         assert eval(call.rstrip(";"), namespace) is False
         line = capsys.readouterr().out.strip()
@@ -198,10 +198,10 @@ def _set(z, index, value):
 
 def test_ablation_hook_correct_variants():
     for good in (hook_clone, HookClass, hook_partial):
-        assert run(C.check_ablation_hook, good)[0], good
-    passed, line = run(C.check_ablation_hook, hook_in_place)  # issue 27: z must stay as it came
+        assert run(ablation_checks.check_ablation_hook, good)[0], good
+    passed, line = run(ablation_checks.check_ablation_hook, hook_in_place)  # issue 27: z must stay as it came
     assert not passed and "your hook wrote into the z it was handed" in line, line
-    passed, line = run(C.check_ablation_hook, hook_gate)  # the kit's own gate_z does the work
+    passed, line = run(ablation_checks.check_ablation_hook, hook_gate)  # the kit's own gate_z does the work
     assert not passed and "calls the kit's own attnkit.core.hooks.gate_z" in line, line
 
 
@@ -252,12 +252,12 @@ def test_ablation_hook_mistakes():
         ): "changed `fill` in place",
     }
     for fn, hint in mistakes.items():
-        fails_with(C.check_ablation_hook, fn, hint)
+        assert_hint(ablation_checks.check_ablation_hook, fn, hint)
 
 
 def test_ablation_hook_never_raises():
     never_raises(
-        C.check_ablation_hook,
+        ablation_checks.check_ablation_hook,
         weird_inputs()
         + [
             lambda fill, head: hook_clone(head, fill),  # arguments swapped
@@ -296,7 +296,7 @@ def mean_loop(z, real):
 
 def test_mean_z_correct_variants():
     for good in (mean_mask, mean_index, mean_numpy, mean_loop):
-        assert run(C.check_mean_z, good)[0], good
+        assert run(ablation_checks.check_mean_z, good)[0], good
 
 
 def test_mean_z_mistakes():
@@ -325,12 +325,12 @@ def test_mean_z_mistakes():
         (lambda z, real: mean_mask(z, real) + 0.1): "differs from each head's average",
     }
     for fn, hint in mistakes.items():
-        fails_with(C.check_mean_z, fn, hint)
+        assert_hint(ablation_checks.check_mean_z, fn, hint)
 
 
 def test_mean_z_never_raises():
     never_raises(
-        C.check_mean_z,
+        ablation_checks.check_mean_z,
         weird_inputs() + [lambda real, z: mean_mask(z, real), lambda z: z.mean(0), lambda z, real: "mean"],
     )
 
@@ -371,7 +371,7 @@ def prune_recursive(heads, accuracy, removed=()):
 
 def test_prune_order_correct_variants():
     for good in (prune_max, prune_numpy, prune_recursive):
-        assert run(C.check_prune_order, good)[0], good
+        assert run(ablation_checks.check_prune_order, good)[0], good
 
 
 def test_prune_order_mistakes():
@@ -458,12 +458,12 @@ def test_prune_order_mistakes():
         (lambda accuracy, heads: prune_max(heads, accuracy)): "in that order",
     }
     for fn, hint in mistakes.items():
-        fails_with(C.check_prune_order, fn, hint)
+        assert_hint(ablation_checks.check_prune_order, fn, hint)
 
 
 def test_prune_order_never_raises():
     never_raises(
-        C.check_prune_order,
+        ablation_checks.check_prune_order,
         weird_inputs()
         + [
             lambda accuracy, heads: prune_max(heads, accuracy),  # arguments swapped
@@ -476,7 +476,7 @@ def test_prune_order_never_raises():
 
 
 def test_pruning_cases_have_no_ties_but_the_tie_case_and_punish_one_shot():
-    *plain, tied = C._pruning_cases()
+    *plain, tied = ablation_checks._pruning_cases()
     for acc in plain:
         removed, remaining = [], list(acc.heads)
         while len(remaining) > 1:
@@ -488,7 +488,7 @@ def test_pruning_cases_have_no_ties_but_the_tie_case_and_punish_one_shot():
     # the last case ties exactly at its first two steps: the first of equals is not the last of them
     assert tied.greedy()[0] == ["dec.self.1.0", "dec.self.1.1", "dec.self.1.3", "dec.self.1.2"]
     assert tied.value(["dec.self.1.0"]) == tied.value(["dec.self.1.3"])
-    first, second = C._pruning_cases()[:2]
+    first, second = ablation_checks._pruning_cases()[:2]
     for acc in (first, second):
         assert acc.greedy()[0] != acc.one_shot() and acc.greedy()[0] != acc.greedy(best=min)[0]
 
@@ -557,11 +557,11 @@ def importance_on_pattern(model, name, batches):
 
 def test_head_importance_correct_variants():
     for good in (importance_autograd, importance_per_problem, importance_backward, importance_on_pattern):
-        assert run(C.check_head_importance, good)[0], good
+        assert run(ablation_checks.check_head_importance, good)[0], good
 
 
 def test_head_importance_refuses_a_list():  # one type rule (issue 27): "Return a (heads,) tensor"
-    passed, line = run(C.check_head_importance, lambda m, n, b: importance_backward(m, n, b).tolist())
+    passed, line = run(ablation_checks.check_head_importance, lambda m, n, b: importance_backward(m, n, b).tolist())
     assert not passed and "is a list, expected a torch tensor" in line, line
 
 
@@ -677,12 +677,12 @@ def test_head_importance_mistakes():
         (lambda model, name, batches: None): "forget `return`",
     }
     for fn, hint in mistakes.items():
-        fails_with(C.check_head_importance, fn, hint)
+        assert_hint(ablation_checks.check_head_importance, fn, hint)
 
 
 def test_head_importance_never_raises():
     never_raises(
-        C.check_head_importance,
+        ablation_checks.check_head_importance,
         weird_inputs()
         + [
             lambda name, model, batches: importance_autograd(model, name, batches),  # arguments swapped
@@ -699,27 +699,35 @@ def test_importance_mistakes_are_told_apart():
     sizes = [3, 1, 5]
     batches = check_models.sum_batches(model, sizes, seed=7)
     tokens = [int((gold != PAD).sum()) for _, _, gold in batches]
-    grads = C._gate_grads(model, batches)
+    grads = ablation_checks._gate_grads(model, batches)
     for name, G in grads.items():
         want = G.abs().mean(0)
-        for candidate, hint in C._importance_mistakes(G, sizes, tokens):
+        for candidate, hint in ablation_checks._importance_mistakes(G, sizes, tokens):
             assert ((candidate - want).abs() / want.abs().max()).max() > 0.05, (name, hint)
 
 
-@pytest.mark.parametrize("check", [C.check_ablation_hook, C.check_mean_z, C.check_prune_order, C.check_head_importance])
+@pytest.mark.parametrize(
+    "check",
+    [
+        ablation_checks.check_ablation_hook,
+        ablation_checks.check_mean_z,
+        ablation_checks.check_prune_order,
+        ablation_checks.check_head_importance,
+    ],
+)
 def test_a_checker_bug_is_one_line(check, monkeypatch):
     """Even an exception in the checker itself (here: a broken helper) prints one ❌ line."""
-    monkeypatch.setattr(C, "_same", lambda *a, **k: 1 / 0)
-    monkeypatch.setattr(C, "_array", lambda *a, **k: 1 / 0)
-    monkeypatch.setattr(C, "_pruning_cases", lambda: 1 / 0)
+    monkeypatch.setattr(ablation_checks, "_same", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(ablation_checks, "_array", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(ablation_checks, "_pruning_cases", lambda: 1 / 0)
     ok, line = run(
         check,
         solutions()[
             {
-                C.check_ablation_hook: "my_ablation_hook",
-                C.check_mean_z: "my_mean_z",
-                C.check_prune_order: "my_prune_order",
-                C.check_head_importance: "my_head_importance",
+                ablation_checks.check_ablation_hook: "my_ablation_hook",
+                ablation_checks.check_mean_z: "my_mean_z",
+                ablation_checks.check_prune_order: "my_prune_order",
+                ablation_checks.check_head_importance: "my_head_importance",
             }[check]
         ],
     )

@@ -4,7 +4,7 @@ import io
 
 import pytest
 
-from attnkit.experiments import ablation_studies as ablation
+from attnkit.experiments import ablation_studies
 from attnkit.experiments.ablation_studies import ABLATION_RESULTS_PATH
 from attnkit.ui import ablation_plots
 
@@ -13,7 +13,7 @@ pytestmark = pytest.mark.skipif(not ABLATION_RESULTS_PATH.exists(), reason="no c
 
 @pytest.fixture(scope="module")
 def results():
-    return ablation.load_ablation_results()
+    return ablation_studies.load_ablation_results()
 
 
 @pytest.mark.parametrize("plot", ["plot_drops", "plot_drop_heatmaps", "plot_pruning_curves", "plot_importance"])

@@ -11,16 +11,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnkit.exercises import adder as C
+from attnkit.exercises import adder as adder_checks
 from attnkit.exercises import models as check_models
-from conftest import assert_hint, checker_line
+
+from helpers import assert_hint, checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "02_training_the_adder.ipynb"
 CHECKS = {
-    "02-shift": C.check_shift,
-    "02-loss": C.check_teacher_forcing_loss,
-    "02-accuracy": C.check_accuracies,
-    "02-greedy": C.check_greedy,
+    "02-shift": adder_checks.check_shift,
+    "02-loss": adder_checks.check_teacher_forcing_loss,
+    "02-accuracy": adder_checks.check_accuracies,
+    "02-greedy": adder_checks.check_greedy,
 }
 
 
@@ -56,8 +57,8 @@ def test_the_notebook_solutions_pass():
     for cell in checks:
         call = re.fullmatch(r"adder_checks\.(check_\w+)\((my_\w+)\);", cell.source.strip())
         assert call, cell.source
-        assert getattr(C, call[1]) is CHECKS[cell.metadata["attnkit"]["exercise"]]
-        passed, line = run(getattr(C, call[1]), namespace[call[2]])
+        assert getattr(adder_checks, call[1]) is CHECKS[cell.metadata["attnkit"]["exercise"]]
+        passed, line = run(getattr(adder_checks, call[1]), namespace[call[2]])
         assert passed, line
 
 
@@ -138,10 +139,10 @@ def test_never_raises(check, fn):
 def test_checkers_leave_the_global_rng_alone(check):
     namespace, _ = solution_namespace()
     fn = {
-        C.check_shift: "my_shift",
-        C.check_teacher_forcing_loss: "my_teacher_forcing_loss",
-        C.check_accuracies: "my_accuracies",
-        C.check_greedy: "my_greedy",
+        adder_checks.check_shift: "my_shift",
+        adder_checks.check_teacher_forcing_loss: "my_teacher_forcing_loss",
+        adder_checks.check_accuracies: "my_accuracies",
+        adder_checks.check_greedy: "my_greedy",
     }[check]
     state = torch.get_rng_state()
     assert run(check, namespace[fn])[0]
@@ -163,7 +164,7 @@ def test_checkers_leave_the_global_rng_alone(check):
     ids=["slices", "narrow", "numpy-inside", "per-row", "roll-then-cut"],
 )
 def test_shift_correct_variants_pass(fn):
-    assert run(C.check_shift, fn)[0]
+    assert run(adder_checks.check_shift, fn)[0]
 
 
 def in_place(tgt):
@@ -207,7 +208,7 @@ def in_place(tgt):
     ],
 )
 def test_shift_mistakes_get_their_hint(fn, hint):
-    assert_hint(C.check_shift, fn, hint)
+    assert_hint(adder_checks.check_shift, fn, hint)
 
 
 # ---------------------------------------------------------------- teacher-forced loss
@@ -250,7 +251,7 @@ def loss_minus_100(model, src, tgt, pad_id):
     ids=["reference", "gather", "whole-then-cut", "transposed", "minus-100"],
 )
 def test_loss_correct_variants_pass(fn):
-    assert run(C.check_teacher_forcing_loss, fn)[0]
+    assert run(adder_checks.check_teacher_forcing_loss, fn)[0]
 
 
 def masked(model, src, tgt, pad_id, divide, mask_from="target"):
@@ -312,18 +313,18 @@ NOTEBOOK_MODEL = check_models.ToySeq2Seq(14, seed=0)  # stands for a model from 
     ],
 )
 def test_loss_mistakes_get_their_hint(fn, hint):
-    assert_hint(C.check_teacher_forcing_loss, fn, hint)
+    assert_hint(adder_checks.check_teacher_forcing_loss, fn, hint)
 
 
 def test_the_loss_candidates_are_told_apart():
     """In the first case (the one every learner meets first) each planted mistake gives a loss of its
     own, far from the right one and from every other mistake's; later cases add batch 1, the kit's
     model and other padding ids."""
-    name, build, src, tgt, pad, eos = C._loss_cases()[0]
+    name, build, src, tgt, pad, eos = adder_checks._loss_cases()[0]
     model = build()
     with torch.no_grad():
         right = float(flat_ce(model.logits(src, tgt[:, :-1]), tgt[:, 1:], ignore_index=pad))
-    values = sorted([right] + [v for v, _ in C._loss_candidates(model, src, tgt, pad, eos)])
+    values = sorted([right] + [v for v, _ in adder_checks._loss_candidates(model, src, tgt, pad, eos)])
     assert len(values) == 13 and min(np.diff(values)) > 1e-3
 
 
@@ -371,7 +372,7 @@ def accuracies_tensors(pred, gold, pad_id):
     ids=["reference", "numpy", "loops", "tensors"],
 )
 def test_accuracies_correct_variants_pass(fn):
-    assert run(C.check_accuracies, fn)[0]
+    assert run(adder_checks.check_accuracies, fn)[0]
 
 
 def right_real(p, g, pad):
@@ -431,11 +432,11 @@ def token_ref(p, g, pad):
     ],
 )
 def test_accuracies_mistakes_get_their_hint(fn, hint):
-    assert_hint(C.check_accuracies, fn, hint)
+    assert_hint(adder_checks.check_accuracies, fn, hint)
 
 
 def test_accuracies_first_batch_tells_the_mistakes_apart():
-    pred, gold, pad = C._accuracy_cases()[0]
+    pred, gold, pad = adder_checks._accuracy_cases()[0]
     right, real = pred == gold, gold != pad
     exact, token = float(exact_ref(pred, gold, pad)), float(token_ref(pred, gold, pad))
     assert (exact, round(token, 4)) == (0.5, 0.8333)  # the numbers the notebook's example quotes
@@ -543,7 +544,7 @@ def greedy_values(model, src, bos_id, eos_id, max_steps):  # the max logits, not
     ids=["early-stop", "all-steps", "row-by-row", "preallocated"],
 )
 def test_greedy_correct_variants_pass(fn):
-    assert run(C.check_greedy, fn)[0]
+    assert run(adder_checks.check_greedy, fn)[0]
 
 
 @pytest.mark.parametrize(
@@ -586,7 +587,7 @@ def test_greedy_correct_variants_pass(fn):
     ],
 )
 def test_greedy_mistakes_get_their_hint(fn, hint):
-    assert_hint(C.check_greedy, fn, hint)
+    assert_hint(adder_checks.check_greedy, fn, hint)
 
 
 def test_greedy_cases_are_robust_and_varied():
@@ -594,20 +595,22 @@ def test_greedy_cases_are_robust_and_varied():
     passes) but the one whose logits tie exactly, and the cases hold rows that end early, rows that
     end later and rows that never do."""
     endings = []
-    for name, build, src, bos, eos, max_steps in C._greedy_cases():
+    for name, build, src, bos, eos, max_steps in adder_checks._greedy_cases():
         model = build()
         assert model is not None, name
-        out = C._reference_greedy(model, src, bos, max_steps)
+        out = adder_checks._reference_greedy(model, src, bos, max_steps)
         fed = torch.cat([torch.full((len(src), 1), bos), out[:, :-1]], 1)
         with torch.no_grad():
             top = model.logits(src, fed).topk(2, -1).values
         gap = top[..., 0] - top[..., 1]
         if "tie" in name:  # ties within the checked tokens (up to each row's first </s>), and clear wins
-            checked = torch.arange(max_steps)[None, :] < torch.tensor([C._first_eos(r, eos) for r in out])[:, None]
+            checked = (
+                torch.arange(max_steps)[None, :] < torch.tensor([adder_checks._first_eos(r, eos) for r in out])[:, None]
+            )
             assert (gap[checked] == 0).sum() >= 5 and (gap[checked] >= 1).sum() >= 5, name
         else:
             assert gap.min() > 0.05, name
-        endings.append([C._first_eos(row, eos) if eos in row.tolist() else None for row in out])
+        endings.append([adder_checks._first_eos(row, eos) if eos in row.tolist() else None for row in out])
     assert endings[0] == [6, 2, None, None]  # the first case: row 1 ends first, two never do
     assert endings[1] == [3, 5, 2, 5, 4]  # 5+5, 663+497, 0+0, 999+999, 45+55 (the committed adder)
     assert endings[2] == [None] and None in endings[3]
@@ -616,5 +619,5 @@ def test_greedy_cases_are_robust_and_varied():
 
 def test_greedy_uses_its_own_models_and_leaves_the_committed_adder_out_when_it_is_missing(monkeypatch):
     monkeypatch.setattr(check_models, "committed_state", lambda: None)
-    passed, line = run(C.check_greedy, greedy)
+    passed, line = run(adder_checks.check_greedy, greedy)
     assert passed and "on 4 models" in line

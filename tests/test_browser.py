@@ -36,7 +36,8 @@ from pathlib import Path
 import pytest
 
 from attnkit.ui.figure_policy import MIN_TEXT_PX, SMALLEST_PT
-from conftest import CHROMIUM_ARGS
+
+from helpers import CHROMIUM_ARGS
 
 pytestmark = pytest.mark.browser
 

@@ -10,8 +10,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnkit.core.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
-from attnkit.exercises import attention as checks
-from conftest import checker_line
+from attnkit.exercises import attention as attention_checks
+
+from helpers import checker_line
 
 
 def run_check(check, code):
@@ -105,7 +106,7 @@ def numpy_attention(q, k, v, mask=None):
 
 @pytest.mark.parametrize("fn", [sdpa, einsum_attention, fused_attention, loop_attention, numpy_attention])
 def test_correct_attention_written_differently_passes(fn):
-    assert run_check(checks.check_scaled_dot_product_attention, fn)[0]
+    assert run_check(attention_checks.check_scaled_dot_product_attention, fn)[0]
 
 
 @pytest.mark.parametrize(
@@ -130,7 +131,7 @@ def test_correct_attention_written_differently_passes(fn):
 )
 def test_planted_attention_mistakes_get_their_hint(mistake, hint):
     passed, line = run_check(
-        checks.check_scaled_dot_product_attention, lambda q, k, v, mask=None: sdpa(q, k, v, mask, **mistake)
+        attention_checks.check_scaled_dot_product_attention, lambda q, k, v, mask=None: sdpa(q, k, v, mask, **mistake)
     )
     assert not passed and hint in line, line
 
@@ -145,8 +146,8 @@ def test_following_the_nan_hint_leads_to_a_pass():
         w = w.nan_to_num(0.0)
         return w @ v, w
 
-    assert run_check(checks.check_scaled_dot_product_attention, with_finfo)[0]
-    assert run_check(checks.check_scaled_dot_product_attention, with_nan_to_num)[0]
+    assert run_check(attention_checks.check_scaled_dot_product_attention, with_finfo)[0]
+    assert run_check(attention_checks.check_scaled_dot_product_attention, with_nan_to_num)[0]
 
 
 @pytest.mark.parametrize(
@@ -169,7 +170,7 @@ def test_following_the_nan_hint_leads_to_a_pass():
     ],
 )
 def test_anything_a_learner_hands_over_gives_one_line(fn, hint):
-    passed, line = run_check(checks.check_scaled_dot_product_attention, fn)
+    passed, line = run_check(attention_checks.check_scaled_dot_product_attention, fn)
     assert not passed and hint in line, line
 
 
@@ -177,8 +178,8 @@ def test_checker_leaves_the_global_random_state_alone(capsys):
     torch.manual_seed(3)
     expected = torch.rand(3)
     torch.manual_seed(3)
-    checks.check_scaled_dot_product_attention(sdpa)
-    checks.check_multi_head_attention(MultiHeadAttention)
+    attention_checks.check_scaled_dot_product_attention(sdpa)
+    attention_checks.check_multi_head_attention(MultiHeadAttention)
     assert torch.equal(torch.rand(3), expected)
     capsys.readouterr()
 
@@ -197,7 +198,7 @@ BUFFER = torch.ones(8, 8, dtype=torch.bool).tril()
     ],
 )
 def test_correct_causal_masks_pass(mask_fn):
-    assert run_check(checks.check_causal_mask, mask_fn)[0]
+    assert run_check(attention_checks.check_causal_mask, mask_fn)[0]
 
 
 @pytest.mark.parametrize(
@@ -220,7 +221,7 @@ def test_correct_causal_masks_pass(mask_fn):
     ],
 )
 def test_planted_causal_mask_mistakes_get_their_hint(mask_fn, hint):
-    passed, line = run_check(checks.check_causal_mask, mask_fn)
+    passed, line = run_check(attention_checks.check_causal_mask, mask_fn)
     assert not passed and hint in line, line
 
 
@@ -247,7 +248,7 @@ def merge_heads(z):
     ],
 )
 def test_correct_splits_pass(split):
-    assert run_check(checks.check_split_heads, split)[0]
+    assert run_check(attention_checks.check_split_heads, split)[0]
 
 
 @pytest.mark.parametrize(
@@ -270,7 +271,7 @@ def test_correct_splits_pass(split):
     ],
 )
 def test_planted_split_mistakes_get_their_hint(split, hint):
-    passed, line = run_check(checks.check_split_heads, split)
+    passed, line = run_check(attention_checks.check_split_heads, split)
     assert not passed and hint in line, line
 
 
@@ -284,7 +285,7 @@ def test_planted_split_mistakes_get_their_hint(split, hint):
     ],
 )
 def test_correct_merges_pass(merge):
-    assert run_check(checks.check_merge_heads, merge)[0]
+    assert run_check(attention_checks.check_merge_heads, merge)[0]
 
 
 @pytest.mark.parametrize(
@@ -306,7 +307,7 @@ def test_correct_merges_pass(merge):
     ],
 )
 def test_planted_merge_mistakes_get_their_hint(merge, hint):
-    passed, line = run_check(checks.check_merge_heads, merge)
+    passed, line = run_check(attention_checks.check_merge_heads, merge)
     assert not passed and hint in line, line
 
 
@@ -381,7 +382,7 @@ class KwargsMHA(LearnerMHA):
 
 @pytest.mark.parametrize("cls", [LearnerMHA, LoopMHA, KwargsMHA])
 def test_correct_multi_head_attention_passes(cls):
-    assert run_check(checks.check_multi_head_attention, cls)[0]
+    assert run_check(attention_checks.check_multi_head_attention, cls)[0]
 
 
 class SwappedArgs(LearnerMHA):
@@ -447,7 +448,7 @@ class ForwardStub(nn.Module):  # the unfilled notebook-01 layout: __init__ done,
     ],
 )
 def test_planted_multi_head_mistakes_get_their_hint(cls, hint):
-    passed, line = run_check(checks.check_multi_head_attention, cls)
+    passed, line = run_check(attention_checks.check_multi_head_attention, cls)
     assert not passed and hint in line, line
 
 
@@ -456,7 +457,7 @@ def test_what_a_learners_code_prints_stays_out_of_the_one_line():
         print("debug: building a mask of", n_pos)
         return torch.ones(n_pos, n_pos, dtype=torch.bool).tril()
 
-    assert run_check(checks.check_causal_mask, chatty)[0]
+    assert run_check(attention_checks.check_causal_mask, chatty)[0]
 
 
 @pytest.fixture
@@ -480,23 +481,23 @@ def test_a_solution_cell_that_did_not_run_is_named_not_reported_as_a_stub(shell)
         ("import torch\nundefined_name + 1\ndef my_causal_mask(n_pos): pass", "NameError"),
     ]:
         shell.run_cell(broken)
-        passed, line = checker_line(checks.check_causal_mask, shell.user_ns["my_causal_mask"])
+        passed, line = checker_line(attention_checks.check_causal_mask, shell.user_ns["my_causal_mask"])
         assert not passed and line.startswith("❌") and error in line and "not defined yet" in line, line
     shell.run_cell(stub)  # a stub cell that ran cleanly: the usual ⏳
-    passed, line = checker_line(checks.check_causal_mask, shell.user_ns["my_causal_mask"])
+    passed, line = checker_line(attention_checks.check_causal_mask, shell.user_ns["my_causal_mask"])
     assert not passed and line.startswith("⏳"), line
     shell.run_cell('raise NotImplementedError("your code here")')  # a stub raising at the top level
-    passed, line = checker_line(checks.check_causal_mask, shell.user_ns["my_causal_mask"])
+    passed, line = checker_line(attention_checks.check_causal_mask, shell.user_ns["my_causal_mask"])
     assert line.startswith("⏳"), line
 
 
 @pytest.mark.parametrize(
     "check, answer, word",
     [
-        (checks.check_causal_mask, causal_mask, "is"),
-        (checks.check_multi_head_attention, MultiHeadAttention, "is"),
-        (checks.check_causal_mask, lambda n: causal_mask(n), "calls"),
-        (checks.check_split_heads, lambda x, h: MultiHeadAttention(x.size(-1), h).split_heads(x), "calls"),
+        (attention_checks.check_causal_mask, causal_mask, "is"),
+        (attention_checks.check_multi_head_attention, MultiHeadAttention, "is"),
+        (attention_checks.check_causal_mask, lambda n: causal_mask(n), "calls"),
+        (attention_checks.check_split_heads, lambda x, h: MultiHeadAttention(x.size(-1), h).split_heads(x), "calls"),
     ],
     ids=["mask", "mha", "mask-lambda", "split-method"],
 )

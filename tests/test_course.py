@@ -252,12 +252,12 @@ def mini_notebook(middle=None, merge=MERGE):
     check = lambda exercise, call: cell(call, metadata={"tags": ["check"], "attnkit": {"exercise": exercise}})  # noqa
     return nbformat.v4.new_notebook(
         cells=[
-            cell("import torch\nfrom attnkit.exercises import attention as checks"),
+            cell("import torch\nfrom attnkit.exercises import attention as attention_checks"),
             cell("def my_causal_mask(n_pos):\n    return torch.ones(n_pos, n_pos, dtype=torch.bool).tril()"),
-            check("01-causal-mask", "checks.check_causal_mask(my_causal_mask);"),
+            check("01-causal-mask", "attention_checks.check_causal_mask(my_causal_mask);"),
             *([cell(middle)] if middle else []),
             cell(merge),
-            check("01-merge-heads", "checks.check_merge_heads(my_merge_heads);"),
+            check("01-merge-heads", "attention_checks.check_merge_heads(my_merge_heads);"),
         ]
     )
 

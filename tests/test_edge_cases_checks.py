@@ -12,12 +12,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnkit.core import positional as P
-from attnkit.exercises import ablation as AB
-from attnkit.exercises import adder as A
-from attnkit.exercises import heatmaps as H
-from attnkit.exercises import positional as PE
-from conftest import assert_hint, assert_passes, checker_line
+from attnkit.core import positional
+from attnkit.exercises import ablation as ablation_checks
+from attnkit.exercises import adder as adder_checks
+from attnkit.exercises import heatmaps as heatmap_checks
+from attnkit.exercises import positional as positional_checks
+
+from helpers import assert_hint, assert_passes, checker_line
 
 # ---------------------------------------------------------------- greedy decoding: ties
 
@@ -56,12 +57,12 @@ GREEDY_TIES_RIGHT = {
 
 @pytest.mark.parametrize("name", GREEDY_TIES_WRONG)
 def test_greedy_that_breaks_ties_towards_another_id_fails_naming_the_tie(name):
-    assert_hint(A.check_greedy, greedy_with(GREEDY_TIES_WRONG[name]), "a tie goes to the lowest id")
+    assert_hint(adder_checks.check_greedy, greedy_with(GREEDY_TIES_WRONG[name]), "a tie goes to the lowest id")
 
 
 @pytest.mark.parametrize("name", GREEDY_TIES_RIGHT)
 def test_greedy_that_breaks_ties_like_argmax_passes(name):
-    assert_passes(A.check_greedy, greedy_with(GREEDY_TIES_RIGHT[name]))
+    assert_passes(adder_checks.check_greedy, greedy_with(GREEDY_TIES_RIGHT[name]))
 
 
 # ---------------------------------------------------------------- hints confirmed on every batch
@@ -78,27 +79,29 @@ def token(p, g, pad):
 def test_a_token_accuracy_of_zero_is_not_blamed_on_integer_division():
     """0 is what `//` gives on the first batch, but this code returns 0 on every batch, also where
     `//` gives 1: the hint says what differs instead of naming a mistake the code does not have."""
-    passed, line = checker_line(A.check_accuracies, lambda p, g, pad: (exact(p, g, pad), torch.tensor(0.0)))
+    passed, line = checker_line(adder_checks.check_accuracies, lambda p, g, pad: (exact(p, g, pad), torch.tensor(0.0)))
     assert not passed and "integer division" not in line, line
     assert "your token_accuracy is 0, expected 0.8333" in line, line
 
 
 def test_integer_division_is_still_named_when_the_code_does_it():
     fn = lambda p, g, pad: (exact(p, g, pad), ((p == g) & (g != pad)).sum() // (g != pad).sum())  # noqa: E731
-    assert_hint(A.check_accuracies, fn, "integer division")
+    assert_hint(adder_checks.check_accuracies, fn, "integer division")
 
 
 def test_a_hard_coded_pad_is_named_though_it_is_right_on_the_notebooks_batch():
     """Right where pad_id is 13, padding counted elsewhere: confirmed on every batch it gets wrong."""
-    assert_hint(A.check_accuracies, lambda p, g, pad: (exact(p, g, 13), token(p, g, 13)), "the notebook's 13")
+    assert_hint(
+        adder_checks.check_accuracies, lambda p, g, pad: (exact(p, g, 13), token(p, g, 13)), "the notebook's 13"
+    )
 
 
 def test_all_padding_columns_count_for_nothing():
     """Padding columns with junk in pred (a batch decoded to max_steps), a row with nothing right."""
-    pred, gold, pad = A._accuracy_cases()[-1]
+    pred, gold, pad = adder_checks._accuracy_cases()[-1]
     assert (gold[:, -3:] == pad).all() and (pred[:, -3:] != pad).all()
     assert (float(exact(pred, gold, pad)), float(token(pred, gold, pad))) == (pytest.approx(2 / 3), 0.75)
-    assert_passes(A.check_accuracies, lambda p, g, pad: (exact(p, g, pad).item(), token(p, g, pad).item()))
+    assert_passes(adder_checks.check_accuracies, lambda p, g, pad: (exact(p, g, pad).item(), token(p, g, pad).item()))
 
 
 def flat_ce(logits, target, **kwargs):
@@ -121,7 +124,7 @@ def loss_pad_13(model, src, tgt, pad_id):  # right on the notebook's batch only
 
 
 def test_a_loss_that_fits_a_mistake_on_one_batch_only_is_told_what_differs():
-    passed, line = checker_line(A.check_teacher_forcing_loss, loss_summed_on_one_batch)
+    passed, line = checker_line(adder_checks.check_teacher_forcing_loss, loss_summed_on_one_batch)
     assert not passed and "you summed" not in line and "expected" in line, line
 
 
@@ -129,7 +132,7 @@ def test_a_loss_that_fits_a_mistake_on_one_batch_only_is_told_what_differs():
     "fn, hint", [(loss_summed, "you summed the token losses"), (loss_pad_13, "padding counted in the loss")]
 )
 def test_a_loss_mistake_made_on_every_batch_is_named(fn, hint):
-    assert_hint(A.check_teacher_forcing_loss, fn, hint)
+    assert_hint(adder_checks.check_teacher_forcing_loss, fn, hint)
 
 
 # ---------------------------------------------------------------- tensors of the task's dtype (notebook 05)
@@ -164,17 +167,17 @@ ROTATE_RIGHT = [rope, lambda x: rope(x.double()).to(x.dtype), lambda x: rope_flo
 
 @pytest.mark.parametrize("fn, hint", ROTATE_WRONG)
 def test_rotate_must_return_a_tensor_of_xs_dtype(fn, hint):
-    assert_hint(PE.check_rotate, fn, hint)
+    assert_hint(positional_checks.check_rotate, fn, hint)
 
 
 @pytest.mark.parametrize("fn", ROTATE_RIGHT)
 def test_rotate_variants_that_keep_xs_dtype_pass(fn):
-    assert_passes(PE.check_rotate, fn)
+    assert_passes(positional_checks.check_rotate, fn)
 
 
 def alibi(n_pos, n_heads, dtype=None):
     offset = (torch.arange(n_pos)[None, :] - torch.arange(n_pos)[:, None]).to(dtype or torch.float32)
-    slopes = P.alibi_slopes((n_heads + 1) // 2).repeat_interleave(2)[:n_heads].to(offset.dtype)
+    slopes = positional.alibi_slopes((n_heads + 1) // 2).repeat_interleave(2)[:n_heads].to(offset.dtype)
     bias = -slopes[:, None, None] * (offset.abs() - 1)
     left = (torch.arange(n_heads) % 2 == 0)[:, None, None]
     blocked = torch.where(left, offset > 0, offset < 0)
@@ -191,12 +194,12 @@ ALIBI_WRONG = [
 
 @pytest.mark.parametrize("fn, hint", ALIBI_WRONG)
 def test_alibi_must_return_a_float32_tensor(fn, hint):
-    assert_hint(PE.check_alibi_bias, fn, hint)
+    assert_hint(positional_checks.check_alibi_bias, fn, hint)
 
 
 @pytest.mark.parametrize("fn", [alibi, lambda n, h: alibi(n, h, torch.float64).float()])
 def test_alibi_float32_variants_pass(fn):
-    assert_passes(PE.check_alibi_bias, fn)
+    assert_passes(positional_checks.check_alibi_bias, fn)
 
 
 def pool(score, pad):
@@ -212,7 +215,7 @@ MAX_POOL_WRONG = [
 
 @pytest.mark.parametrize("fn, hint", MAX_POOL_WRONG)
 def test_max_pool_must_return_a_tensor_of_scores_dtype(fn, hint):
-    assert_hint(PE.check_max_pool, fn, hint)
+    assert_hint(positional_checks.check_max_pool, fn, hint)
 
 
 @pytest.mark.parametrize(
@@ -220,14 +223,14 @@ def test_max_pool_must_return_a_tensor_of_scores_dtype(fn, hint):
     [pool, lambda s, p: torch.stack([row[~m].max() for row, m in zip(s, p)]), lambda s, p: pool(s.double(), p).to(s)],
 )
 def test_max_pool_variants_in_scores_dtype_pass(fn):
-    assert_passes(PE.check_max_pool, fn)
+    assert_passes(positional_checks.check_max_pool, fn)
 
 
 # The checkers' own references keep the dtype they ask for (else no learner could pass).
 def test_the_kits_references_keep_the_dtypes_the_checkers_ask_for():
-    assert P.rotate(torch.randn(2, 3, 4, dtype=torch.float64)).dtype == torch.float64
-    assert P.rotate(torch.randn(2, 3, 4)).dtype == torch.float32
-    assert P.alibi_bias(5, 3).dtype == torch.get_default_dtype()
+    assert positional.rotate(torch.randn(2, 3, 4, dtype=torch.float64)).dtype == torch.float64
+    assert positional.rotate(torch.randn(2, 3, 4)).dtype == torch.float32
+    assert positional.alibi_bias(5, 3).dtype == torch.get_default_dtype()
 
 
 # ---------------------------------------------------------------- notebook 04: tensors, and a problem of padding only
@@ -257,20 +260,22 @@ def mean_z_per_problem_kept_finite(z, real):  # each problem's mean, empty probl
     ],
 )
 def test_mean_z_must_be_a_tensor_and_right_with_an_empty_problem(fn, hint):
-    assert_hint(AB.check_mean_z, fn, hint)
+    assert_hint(ablation_checks.check_mean_z, fn, hint)
 
 
 @pytest.mark.parametrize("fn", [mean_z, mean_z_einsum, lambda z, real: torch.from_numpy(mean_z(z, real).numpy())])
 def test_mean_z_tensor_variants_pass(fn):
-    assert_passes(AB.check_mean_z, fn)
+    assert_passes(ablation_checks.check_mean_z, fn)
 
 
 def test_head_importance_must_be_a_tensor():
     from test_ablation_checks import importance_per_problem
 
-    assert_passes(AB.check_head_importance, importance_per_problem)
+    assert_passes(ablation_checks.check_head_importance, importance_per_problem)
     assert_hint(
-        AB.check_head_importance, lambda *a: importance_per_problem(*a).numpy(), "is a numpy array, expected a torch"
+        ablation_checks.check_head_importance,
+        lambda *a: importance_per_problem(*a).numpy(),
+        "is a numpy array, expected a torch",
     )
 
 
@@ -289,7 +294,7 @@ def typical(values, means):
     ids=["numpy integer", "int", "0-d long tensor"],
 )
 def test_typical_sample_integer_indices_pass(fn):
-    assert_passes(H.check_typical_sample, fn)
+    assert_passes(heatmap_checks.check_typical_sample, fn)
 
 
 @pytest.mark.parametrize(
@@ -302,11 +307,11 @@ def test_typical_sample_integer_indices_pass(fn):
     ids=["float", "numpy float", "float tensor"],
 )
 def test_typical_sample_float_index_is_refused(fn):
-    assert_hint(H.check_typical_sample, fn, "return the index as an int")
+    assert_hint(heatmap_checks.check_typical_sample, fn, "return the index as an int")
 
 
 def test_typical_sample_constant_pick_is_not_blamed_on_a_mistake_it_does_not_make():
-    passed, line = checker_line(H.check_typical_sample, lambda v, m: 0)
+    passed, line = checker_line(heatmap_checks.check_typical_sample, lambda v, m: 0)
     assert not passed and "you picked sample 0" in line and "but sample" in line, line
 
 
@@ -316,21 +321,25 @@ def test_typical_sample_argmax_is_still_named():
         distance = np.abs(values[:, defined] - means[defined]).mean(axis=1)
         return int(np.argmax(np.where(np.isnan(distance), -np.inf, distance)))
 
-    assert_hint(H.check_typical_sample, farthest, "*farthest*")
+    assert_hint(heatmap_checks.check_typical_sample, farthest, "*farthest*")
 
 
 def aligned_first_problem_on_40_only(cache, head):
     """The first problem only on the 40-problem cache, 0.9 × the right share elsewhere: no single mistake."""
     if len(cache["tgt"]) == 40:
-        return H._aligned_variant(cache, head, first_only=True)
-    return 0.9 * H._aligned_variant(cache, head)
+        return heatmap_checks._aligned_variant(cache, head, first_only=True)
+    return 0.9 * heatmap_checks._aligned_variant(cache, head)
 
 
 def test_aligned_share_hint_needs_the_mistake_on_every_case():
-    passed, line = checker_line(H.check_aligned_share, aligned_first_problem_on_40_only)
+    passed, line = checker_line(heatmap_checks.check_aligned_share, aligned_first_problem_on_40_only)
     assert not passed and "first problem only" not in line and "expected" in line, line
-    assert_hint(H.check_aligned_share, lambda c, h: H._aligned_variant(c, h, first_only=True), "first problem only")
-    assert_passes(H.check_aligned_share, lambda c, h: H._aligned_variant(c, h))
+    assert_hint(
+        heatmap_checks.check_aligned_share,
+        lambda c, h: heatmap_checks._aligned_variant(c, h, first_only=True),
+        "first problem only",
+    )
+    assert_passes(heatmap_checks.check_aligned_share, lambda c, h: heatmap_checks._aligned_variant(c, h))
 
 
 def ablation_hook(head, fill=None):
@@ -361,9 +370,9 @@ def ablation_hook_where(head, fill=None):  # a different valid way: a mask, in z
 
 
 def test_ablation_hook_must_keep_zs_dtype():
-    assert_hint(AB.check_ablation_hook, ablation_hook_float64, "keep z's dtype")
-    assert_passes(AB.check_ablation_hook, ablation_hook)
-    assert_passes(AB.check_ablation_hook, ablation_hook_where)
+    assert_hint(ablation_checks.check_ablation_hook, ablation_hook_float64, "keep z's dtype")
+    assert_passes(ablation_checks.check_ablation_hook, ablation_hook)
+    assert_passes(ablation_checks.check_ablation_hook, ablation_hook_where)
 
 
 def prune(heads, accuracy, better=lambda a, b: a > b):
@@ -380,15 +389,15 @@ def prune(heads, accuracy, better=lambda a, b: a > b):
 
 
 def test_prune_order_ties_go_to_the_first_of_equals():
-    assert_hint(AB.check_prune_order, lambda h, a: prune(h, a, lambda x, y: x >= y), "first of equals")
+    assert_hint(ablation_checks.check_prune_order, lambda h, a: prune(h, a, lambda x, y: x >= y), "first of equals")
     assert_hint(
-        AB.check_prune_order,
+        ablation_checks.check_prune_order,
         lambda h, a: prune(h[::-1], a),  # the candidates taken in reverse order: a tie keeps the last
         "first of equals",
     )
-    assert_passes(AB.check_prune_order, prune)
+    assert_passes(ablation_checks.check_prune_order, prune)
     assert_passes(
-        AB.check_prune_order,  # max() keeps the first of equals
+        ablation_checks.check_prune_order,  # max() keeps the first of equals
         lambda heads, acc: (lambda order: (order, [acc(order[:k]) for k in range(len(order) + 1)]))(
             _max_order(heads, acc)
         ),
@@ -412,29 +421,29 @@ def test_alibi_nan_away_from_a_mask_is_located_not_blamed_on_0_times_inf():
         bias = alibi(n, h)
         return bias.masked_fill(torch.eye(n, dtype=torch.bool), float("nan"))  # e.g. a log of a negative number
 
-    passed, line = checker_line(PE.check_alibi_bias, nan_on_the_diagonal)
+    passed, line = checker_line(positional_checks.check_alibi_bias, nan_on_the_diagonal)
     assert not passed and "0 · inf" not in line and "at [h=0, i=0, j=0], where the bias is -30" in line, line
 
     def times_mask(n, h):  # the mistake the hint names: NaN on every allowed key
         allowed = ~alibi(n, h).isinf()
         return alibi(n, h).masked_fill(~allowed, 0.0) * allowed + (~allowed) * float("-inf")
 
-    assert_hint(PE.check_alibi_bias, times_mask, "0 · inf is NaN")
+    assert_hint(positional_checks.check_alibi_bias, times_mask, "0 · inf is NaN")
 
 
 def test_alibi_odd_head_advice_only_when_an_even_count_runs():
     def pairs_from_half(n, h):  # h // 2 slopes: fails for an odd head count only
-        slopes = P.alibi_slopes(h // 2).repeat_interleave(2)
+        slopes = positional.alibi_slopes(h // 2).repeat_interleave(2)
         return alibi(n, h) + 0 * slopes[:, None, None]
 
-    assert_hint(PE.check_alibi_bias, pairs_from_half, "the last head is a left head without a partner")
+    assert_hint(positional_checks.check_alibi_bias, pairs_from_half, "the last head is a left head without a partner")
 
     def fails_on_even_lengths(n, h):
         if n % 2 == 0:
             raise ValueError("n_pos must be odd")
         return alibi(n, h)
 
-    passed, line = checker_line(PE.check_alibi_bias, fails_on_even_lengths)
+    passed, line = checker_line(positional_checks.check_alibi_bias, fails_on_even_lengths)
     assert not passed and "n_pos must be odd" in line and "without a partner" not in line, line
 
 
@@ -443,7 +452,7 @@ def test_greedy_writing_one_token_throughout_is_told_what_the_model_gives():
         model(src, torch.full((len(src), 1), bos_id))
         return torch.full((len(src), max_steps), 3)
 
-    passed, line = checker_line(A.check_greedy, constant)
+    passed, line = checker_line(adder_checks.check_greedy, constant)
     assert not passed and "you wrote 3 at every step, but" in line, line
 
 
@@ -486,12 +495,12 @@ def importance(model, name, batches, *, freeze=False, restore=True, write_gold=F
     ids=["weights left frozen", "gold written"],
 )
 def test_head_importance_must_leave_the_model_trainable_and_the_batches_alone(kwargs, hint):
-    assert_hint(AB.check_head_importance, lambda m, n, b: importance(m, n, b, **kwargs), hint)
+    assert_hint(ablation_checks.check_head_importance, lambda m, n, b: importance(m, n, b, **kwargs), hint)
 
 
 @pytest.mark.parametrize("kwargs", [dict(), dict(freeze=True, restore=True)], ids=["plain", "frozen then restored"])
 def test_head_importance_variants_that_leave_things_alone_pass(kwargs):
-    assert_passes(AB.check_head_importance, lambda m, n, b: importance(m, n, b, **kwargs))
+    assert_passes(ablation_checks.check_head_importance, lambda m, n, b: importance(m, n, b, **kwargs))
 
 
 def loss_in_eval_mode(model, src, tgt, pad_id):
@@ -509,5 +518,5 @@ def loss_mode_restored(model, src, tgt, pad_id):
 
 
 def test_a_loss_must_leave_the_models_mode_as_it_came():
-    assert_hint(A.check_teacher_forcing_loss, loss_in_eval_mode, "switched the model to evaluation mode")
-    assert_passes(A.check_teacher_forcing_loss, loss_mode_restored)
+    assert_hint(adder_checks.check_teacher_forcing_loss, loss_in_eval_mode, "switched the model to evaluation mode")
+    assert_passes(adder_checks.check_teacher_forcing_loss, loss_mode_restored)

@@ -11,7 +11,8 @@ import torch
 from torch import nn
 
 from attnkit.exercises import MODULES
-from conftest import checker_line
+
+from helpers import checker_line
 
 CHECKERS = [
     (name, f)

@@ -12,7 +12,7 @@ import torch
 from attnkit.adder.evaluate import mean_z
 from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
 from attnkit.core.hooks import HookPoint, HookWarning
-from attnkit.interp import patching as P
+from attnkit.interp import patching
 from attnkit.sortedness import SortednessClassifier, SortednessConfig, load_classifier
 from attnkit.sortedness import model as sortedness_model
 
@@ -137,14 +137,14 @@ def test_mean_z_is_recomputed_after_weights_change_in_place(tmp_path):
 )
 def test_every_patch_argument_is_checked(adder, kwargs, error, message):
     with pytest.raises(error, match=message):
-        P.patch(adder, CLEAN, CORRUPTED, "enc.self.0.hook_z", **kwargs)
+        patching.patch(adder, CLEAN, CORRUPTED, "enc.self.0.hook_z", **kwargs)
 
 
 def test_a_patch_hook_name_must_be_a_hook(adder):
     with pytest.raises(ValueError, match="unknown hook name"):
-        P.patch(adder, CLEAN, CORRUPTED, "enc.self.0.hook_zz")
+        patching.patch(adder, CLEAN, CORRUPTED, "enc.self.0.hook_zz")
     with pytest.raises(TypeError, match="hook_name must be"):
-        P.patch(adder, CLEAN, CORRUPTED, 3)
+        patching.patch(adder, CLEAN, CORRUPTED, 3)
 
 
 @pytest.mark.parametrize(
@@ -152,21 +152,21 @@ def test_a_patch_hook_name_must_be_a_hook(adder):
 )
 def test_classifier_patching_checks_its_tokens(clf, corrupted, message):
     with pytest.raises(ValueError, match=message):
-        P.patch_heads(clf, [1, 2, 3, 4], corrupted)
+        patching.patch_heads(clf, [1, 2, 3, 4], corrupted)
 
 
 @pytest.mark.parametrize("call", ["patch", "patch_heads", "patch_residual"])
 def test_identical_inputs_are_refused_not_divided_by_zero(adder, call):
     args = {"patch": ("hook_memory",), "patch_heads": (), "patch_residual": ()}[call]
     with pytest.raises(ValueError, match="same input"):
-        getattr(P, call)(adder, CLEAN, CLEAN, *args)
+        getattr(patching, call)(adder, CLEAN, CLEAN, *args)
 
 
 def test_inputs_the_model_cannot_tell_apart_are_refused():
     model = SortednessClassifier(SortednessConfig(encoding="alibi")).eval()
     torch.nn.init.zeros_(model.head.weight)  # every input gets the same logit: a gap of exactly 0
     with pytest.raises(ValueError, match="same log-probability on both inputs"):
-        P.patch(model, [1, 2, 3], [1, 3, 2], "hook_embed")
+        patching.patch(model, [1, 2, 3], [1, 3, 2], "hook_embed")
 
 
 @pytest.mark.parametrize(
@@ -180,18 +180,18 @@ def test_inputs_the_model_cannot_tell_apart_are_refused():
 )
 def test_patch_heads_checks_its_arguments(adder, kwargs, message):
     with pytest.raises(ValueError, match=message):
-        P.patch_heads(adder, CLEAN, CORRUPTED, **kwargs)
+        patching.patch_heads(adder, CLEAN, CORRUPTED, **kwargs)
 
 
 def test_patch_residual_checks_its_output_and_names(adder):
     with pytest.raises(ValueError, match="output 9 is not one of this activation's answer tokens 0 … 3"):
-        P.patch_residual(adder, CLEAN, CORRUPTED, output=9)
+        patching.patch_residual(adder, CLEAN, CORRUPTED, output=9)
     with pytest.raises(ValueError, match="per-head ones go to patch"):
-        P.patch_residual(adder, CLEAN, CORRUPTED, names=["enc.self.0.hook_z"])
+        patching.patch_residual(adder, CLEAN, CORRUPTED, names=["enc.self.0.hook_z"])
 
 
 def test_strongest_never_ranks_nan():
-    result = P.HeadPatching({"m": np.array([[np.nan, 0.2], [-0.5, np.nan]])}, {}, np.zeros(1), np.zeros(1), {})
+    result = patching.HeadPatching({"m": np.array([[np.nan, 0.2], [-0.5, np.nan]])}, {}, np.zeros(1), np.zeros(1), {})
     assert result.strongest(3) == [("m.1", 0, -0.5), ("m.0", 1, 0.2)]
 
 
@@ -213,13 +213,13 @@ def test_one_length_cap_for_every_classifier_entry_point(clf, entry):
 def test_patching_splits_its_rows_to_stay_within_the_memory_budget(clf, monkeypatch):
     clean = list(range(0, 40, 2))
     corrupted = clean[:5] + [clean[6], clean[5]] + clean[7:]
-    whole = P.patch_heads(clf, clean, corrupted)
+    whole = patching.patch_heads(clf, clean, corrupted)
     calls = []
     real = clf.run_with_hooks
     monkeypatch.setattr(clf, "run_with_hooks", lambda *a, **k: calls.append(a[0].shape[0]) or real(*a, **k))
     # a budget for about 10 rows of 20 tokens at a time
     monkeypatch.setattr(sortedness_model, "MEMORY_BUDGET", 11 * sortedness_model.PATTERN_COPIES * 4 * 4 * 20**2)
-    split = P.patch_heads(clf, clean, corrupted)
+    split = patching.patch_heads(clf, clean, corrupted)
     assert max(calls) <= 11 and len(calls) >= 2 * 8  # two modules, 80 rows each, in batches of ≤ 10 + 1
     for name in whole.effect:
         np.testing.assert_allclose(split.effect[name], whole.effect[name], atol=1e-5)

@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from attnkit.adder.data import PAD
-from attnkit.exercises import heatmaps as H
+from attnkit.exercises import heatmaps as heatmap_checks
 from attnkit.interp.roles import row_shares
-from conftest import assert_hint, checker_line
+
+from helpers import assert_hint, checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_attention_heatmaps.ipynb"
 
@@ -75,9 +76,9 @@ def test_the_notebook_is_laid_out_as_exercises():
 @pytest.mark.parametrize(
     "check, name",
     [
-        (H.check_row_entropy, "my_row_entropy"),
-        (H.check_typical_sample, "my_typical_sample"),
-        (H.check_aligned_share, "my_aligned_share"),
+        (heatmap_checks.check_row_entropy, "my_row_entropy"),
+        (heatmap_checks.check_typical_sample, "my_typical_sample"),
+        (heatmap_checks.check_aligned_share, "my_aligned_share"),
     ],
 )
 def test_the_notebook_solutions_pass_and_stubs_wait(check, name):
@@ -86,7 +87,9 @@ def test_the_notebook_solutions_pass_and_stubs_wait(check, name):
     assert not ok and line.startswith("⏳") and "not implemented yet" in line
 
 
-@pytest.mark.parametrize("check", [H.check_row_entropy, H.check_typical_sample, H.check_aligned_share])
+@pytest.mark.parametrize(
+    "check", [heatmap_checks.check_row_entropy, heatmap_checks.check_typical_sample, heatmap_checks.check_aligned_share]
+)
 @pytest.mark.parametrize(
     "handed",
     [
@@ -124,12 +127,14 @@ def test_never_raises_whatever_it_is_handed(check, handed):
 
 
 def test_exceptions_are_named():
-    fails_with(H.check_row_entropy, lambda p, dim: p.sum(dim), "TypeError")
-    fails_with(H.check_typical_sample, lambda v, m: 1 / 0, "ZeroDivisionError")
-    fails_with(H.check_aligned_share, lambda cache, head: cache[head], "KeyError")
-    fails_with(H.check_row_entropy, lambda *a: None, "forget `return`")
-    fails_with(H.check_row_entropy, NotAFunction, "you passed a class (NotAFunction)")
-    fails_with(H.check_typical_sample, None, "pass your function itself, e.g. check(my_function), not None")
+    fails_with(heatmap_checks.check_row_entropy, lambda p, dim: p.sum(dim), "TypeError")
+    fails_with(heatmap_checks.check_typical_sample, lambda v, m: 1 / 0, "ZeroDivisionError")
+    fails_with(heatmap_checks.check_aligned_share, lambda cache, head: cache[head], "KeyError")
+    fails_with(heatmap_checks.check_row_entropy, lambda *a: None, "forget `return`")
+    fails_with(heatmap_checks.check_row_entropy, NotAFunction, "you passed a class (NotAFunction)")
+    fails_with(
+        heatmap_checks.check_typical_sample, None, "pass your function itself, e.g. check(my_function), not None"
+    )
 
 
 def test_checkers_keep_global_random_state():
@@ -137,9 +142,9 @@ def test_checkers_keep_global_random_state():
     np.random.seed(0)
     before_torch, before_np = torch.random.get_rng_state(), np.random.get_state()[1].copy()
     for check, name in [
-        (H.check_row_entropy, "my_row_entropy"),
-        (H.check_typical_sample, "my_typical_sample"),
-        (H.check_aligned_share, "my_aligned_share"),
+        (heatmap_checks.check_row_entropy, "my_row_entropy"),
+        (heatmap_checks.check_typical_sample, "my_typical_sample"),
+        (heatmap_checks.check_aligned_share, "my_aligned_share"),
     ]:
         run(check, learner_solutions()[name])
     assert torch.equal(torch.random.get_rng_state(), before_torch)
@@ -176,7 +181,7 @@ def entropy_list(p):
 
 
 def test_row_entropy_refuses_a_list():  # one type rule (issue 27): the task asks for a tensor
-    assert_hint(H.check_row_entropy, entropy_list, "your output is a list, expected a torch tensor")
+    assert_hint(heatmap_checks.check_row_entropy, entropy_list, "your output is a list, expected a torch tensor")
 
 
 @pytest.mark.parametrize(
@@ -185,7 +190,7 @@ def test_row_entropy_refuses_a_list():  # one type rule (issue 27): the task ask
     ids=["where", "numpy-nansum", "clamp", "python-loops"],
 )
 def test_row_entropy_correct_variants_pass(fn):
-    assert run(H.check_row_entropy, fn)[0]
+    assert run(heatmap_checks.check_row_entropy, fn)[0]
 
 
 def entropy_in_place(p):
@@ -221,13 +226,13 @@ ENTROPY_MISTAKES = [
 
 @pytest.mark.parametrize("fn, hint", ENTROPY_MISTAKES, ids=[h for _, h in ENTROPY_MISTAKES])
 def test_row_entropy_mistakes_get_their_hint(fn, hint):
-    fails_with(H.check_row_entropy, fn, hint)
+    fails_with(heatmap_checks.check_row_entropy, fn, hint)
 
 
 def test_row_entropy_hints_lead_to_a_pass():
     """The NaN hint's two suggested fixes both pass (no loop back to the same hint)."""
-    assert run(H.check_row_entropy, lambda p: -torch.special.xlogy(p, p).sum(-1) / math.log(2))[0]
-    assert run(H.check_row_entropy, lambda p: -torch.where(p > 0, p * p.log2(), 0.0).sum(-1))[0]
+    assert run(heatmap_checks.check_row_entropy, lambda p: -torch.special.xlogy(p, p).sum(-1) / math.log(2))[0]
+    assert run(heatmap_checks.check_row_entropy, lambda p: -torch.where(p > 0, p * p.log2(), 0.0).sum(-1))[0]
 
 
 def test_row_entropy_only_fits_shape_agnostic_code():
@@ -237,7 +242,7 @@ def test_row_entropy_only_fits_shape_agnostic_code():
         b, h, q, k = p.shape
         return -torch.special.xlogy(p, p).sum(3) / math.log(2)
 
-    fails_with(H.check_row_entropy, four_d, "don't unpack a fixed number of sizes")
+    fails_with(heatmap_checks.check_row_entropy, four_d, "don't unpack a fixed number of sizes")
 
 
 # ---------------------------------------------------------------- typical sample
@@ -282,7 +287,7 @@ def typical_masked(values, means):
     ids=["numpy", "loops-sum", "torch-tensor", "masked-array"],
 )
 def test_typical_sample_correct_variants_pass(fn):
-    assert run(H.check_typical_sample, fn)[0]
+    assert run(heatmap_checks.check_typical_sample, fn)[0]
 
 
 def typical_nanmean(values, means):
@@ -333,13 +338,13 @@ TYPICAL_MISTAKES = [
 
 @pytest.mark.parametrize("fn, hint", TYPICAL_MISTAKES, ids=[f"{i}-{h}" for i, (_, h) in enumerate(TYPICAL_MISTAKES)])
 def test_typical_sample_mistakes_get_their_hint(fn, hint):
-    fails_with(H.check_typical_sample, fn, hint)
+    fails_with(heatmap_checks.check_typical_sample, fn, hint)
 
 
 @pytest.mark.filterwarnings("ignore:Mean of empty slice")
 def test_typical_cases_tell_the_mistakes_apart():
     """Case A's planted samples: each wrong distance picks a different sample from the right one."""
-    label, values, means = H._typical_cases()[0]
+    label, values, means = heatmap_checks._typical_cases()[0]
     right = typical_reference(values, means)
     picks = {right, 0, 2}  # the answer, "all NaN", the sample lacking carry
     for i in (0, 1, 3, 4):  # farthest, squared, signed, centre
@@ -351,7 +356,7 @@ def test_typical_sample_agrees_with_roles():
     """The checker's distance is roles_from_cache's (on a made-up cache of 40 problems)."""
     from attnkit.interp.roles import MEASURES, per_sample_roles, roles_from_cache
 
-    label, cache, head = H._aligned_cases()[0]
+    label, cache, head = heatmap_checks._aligned_cases()[0]
     roles = roles_from_cache(cache)
     heads, sums, counts = per_sample_roles(cache)
     scale = np.array([1, 1, 1, 1, 1, math.log2(7)])
@@ -359,7 +364,7 @@ def test_typical_sample_agrees_with_roles():
         with np.errstate(invalid="ignore"):
             values = np.stack([sums[m][:, col] / counts[m][:, col] for m in MEASURES], axis=1) / scale
         means = roles.loc[h, list(MEASURES)].to_numpy(float) / scale
-        assert int(np.argmin(H._typical_distance(values, means))) == roles.loc[h, "typical_sample"], h
+        assert int(np.argmin(heatmap_checks._typical_distance(values, means))) == roles.loc[h, "typical_sample"], h
 
 
 # ---------------------------------------------------------------- aligned share
@@ -430,7 +435,7 @@ def aligned_numpy(cache, head):
     ids=["python-loops", "numpy-einsum", "notebook"],
 )
 def test_aligned_share_correct_variants_pass(fn):
-    assert run(H.check_aligned_share, fn)[0]
+    assert run(heatmap_checks.check_aligned_share, fn)[0]
 
 
 def aligned_in_place(cache, head):
@@ -498,22 +503,25 @@ ALIGNED_MISTAKES = [
     "fn, hint", ALIGNED_MISTAKES, ids=[f"{i}-{h[:30]}" for i, (_, h) in enumerate(ALIGNED_MISTAKES)]
 )
 def test_aligned_share_mistakes_get_their_hint(fn, hint):
-    fails_with(H.check_aligned_share, fn, hint)
+    fails_with(heatmap_checks.check_aligned_share, fn, hint)
 
 
 def test_aligned_variants_are_the_kits_number_without_a_mistake():
-    for _label, cache, _head in H._aligned_cases():
+    for _label, cache, _head in heatmap_checks._aligned_cases():
         for layer in range(2):
             for h in range(cache[f"dec.cross.{layer}.hook_pattern"].size(1)):
                 name = f"dec.cross.{layer}.{h}"
-                assert abs(H._aligned_variant(cache, name) - H._aligned_reference(cache, name)) < 1e-6
-                assert abs(aligned_loops(cache, name) - H._aligned_reference(cache, name)) < 1e-6
+                assert (
+                    abs(heatmap_checks._aligned_variant(cache, name) - heatmap_checks._aligned_reference(cache, name))
+                    < 1e-6
+                )
+                assert abs(aligned_loops(cache, name) - heatmap_checks._aligned_reference(cache, name)) < 1e-6
 
 
 def test_aligned_cases_tell_the_mistakes_apart():
     """On the first case every planted variant differs from the right answer and from each other."""
-    label, cache, head = H._aligned_cases()[0]
-    values = [H._aligned_reference(cache, head)]
+    label, cache, head = heatmap_checks._aligned_cases()[0]
+    values = [heatmap_checks._aligned_reference(cache, head)]
     for mistake in [
         dict(shift=1),
         dict(shift=-1),
@@ -528,14 +536,19 @@ def test_aligned_cases_tell_the_mistakes_apart():
         dict(first_only=True),
         dict(all_heads=True),
     ]:
-        values.append(H._aligned_variant(cache, head, **mistake))
+        values.append(heatmap_checks._aligned_variant(cache, head, **mistake))
     values = np.array(values)
-    others = [H._aligned_reference(cache, f"dec.cross.{i}.{j}") for i in range(2) for j in range(3) if (i, j) != (1, 2)]
+    others = [
+        heatmap_checks._aligned_reference(cache, f"dec.cross.{i}.{j}")
+        for i in range(2)
+        for j in range(3)
+        if (i, j) != (1, 2)
+    ]
     values = np.concatenate([values, others])
     gaps = np.abs(values[:, None] - values[None, :]) + np.eye(len(values))
     assert gaps.min() > 1e-3, values
 
 
 def test_the_kits_own_answer_does_not_pass():
-    passed, line = checker_line(H.check_aligned_share, aligned_kit)
+    passed, line = checker_line(heatmap_checks.check_aligned_share, aligned_kit)
     assert not passed and "calls the kit's own attnkit.interp.roles.row_shares" in line, line

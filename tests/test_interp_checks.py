@@ -13,9 +13,10 @@ import torch
 from attnkit.adder import Adder
 from attnkit.adder.data import carry_stats
 from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
-from attnkit.exercises import patching as C
-from attnkit.interp import patching as P
-from conftest import assert_hint, assert_hint_chain, assert_passes, checker_line
+from attnkit.exercises import patching as patching_checks
+from attnkit.interp import patching
+
+from helpers import assert_hint, assert_hint_chain, assert_passes, checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "06_how_the_adder_carries.ipynb"
 
@@ -50,7 +51,7 @@ def effect_torch(patched, clean, corrupted):
     ids=["steps", "one-minus", "numpy-ufuncs", "torch", "power"],
 )
 def test_normalised_effect_correct_variants_pass(fn):
-    assert_passes(C.check_normalised_effect, fn)
+    assert_passes(patching_checks.check_normalised_effect, fn)
 
 
 def python_if(patched, clean, corrupted):
@@ -127,19 +128,22 @@ def clean_first(clean, corrupted, patched):
     ],
 )
 def test_normalised_effect_mistakes_get_their_hint(fn, hint):
-    assert_hint(C.check_normalised_effect, fn, hint)
+    assert_hint(patching_checks.check_normalised_effect, fn, hint)
 
 
 def test_normalised_effect_wrong_signature_is_a_hint():
-    assert_hint(C.check_normalised_effect, lambda p, c: 0, "your function's arguments differ")
+    assert_hint(patching_checks.check_normalised_effect, lambda p, c: 0, "your function's arguments differ")
 
 
 def test_normalised_effect_mistake_table_tells_its_mistakes_apart():
     """Over the checker's float cases no two mistakes (nor a mistake and the right answer) give the
     same numbers, so a mistake's hint can never name another one."""
-    rows = [[C._effect(*case) for case in C._EFFECT_CASES]]
+    rows = [[patching_checks._effect(*case) for case in patching_checks._EFFECT_CASES]]
     with np.errstate(all="ignore"):
-        rows += [[m(*map(np.float64, case)) for case in C._EFFECT_CASES] for m, _ in C._EFFECT_MISTAKES]
+        rows += [
+            [m(*map(np.float64, case)) for case in patching_checks._EFFECT_CASES]
+            for m, _ in patching_checks._EFFECT_MISTAKES
+        ]
     for i, a in enumerate(rows):
         for b in rows[i + 1 :]:
             assert not np.allclose(a, b, equal_nan=True)
@@ -193,7 +197,7 @@ def where_mask(clean_z, head, pos):
 
 @pytest.mark.parametrize("make_hook", [clone_and_patch, loop_over_batch, where_mask], ids=["clone", "loop", "where"])
 def test_patch_hook_correct_variants_pass(make_hook):
-    assert_passes(C.check_patch_hook, make_hook)
+    assert_passes(patching_checks.check_patch_hook, make_hook)
 
 
 def test_an_in_place_hook_returning_none_patches_the_kit_model_too():
@@ -201,20 +205,20 @@ def test_an_in_place_hook_returning_none_patches_the_kit_model_too():
     asks for hooks that leave the activation they are handed alone — see test_planted_mistakes_checks)."""
     torch.manual_seed(0)
     adder = Adder(Seq2SeqTransformer(Seq2SeqConfig()))
-    s = P.setup(adder, "125+137", "125+134")
+    s = patching.setup(adder, "125+137", "125+134")
     with torch.no_grad():
         _, cache = adder.model.run_with_cache(*s.clean, names=["enc.self.0.hook_z"])
         outs = [
             adder.model.run_with_hooks(
                 *s.corrupted, hooks=[("enc.self.0.hook_z", make(cache["enc.self.0.hook_z"], 1, 5))]
             )
-            for make in (P.head_patch_hook, in_place_none)
+            for make in (patching.head_patch_hook, in_place_none)
         ]
         plain = adder.model(*s.corrupted)
     assert torch.allclose(outs[0], outs[1]) and not torch.allclose(outs[0], plain)
 
 
-def patching(rule):
+def hook_maker(rule):
     """A make_hook whose hook clones z and applies `rule(z, clean_z, head, pos)` to the clone."""
 
     def make_hook(clean_z, head, pos):
@@ -319,14 +323,14 @@ def every_head(clean_z, head, pos):
     "make_hook, hint",
     [
         (every_head, "every head at that position"),
-        (patching(set_(lambda h, p: (slice(None), h))), "every position of that head"),
-        (patching(set_(lambda h, p: (slice(None), p, h))), "head and position are swapped"),
-        (patching(set_(lambda h, p: (slice(None), h, p + 1))), "you patched position 5 instead of 4: off by one"),
-        (patching(set_(lambda h, p: (slice(None), h + 1, p))), "you patched head 4 instead of 3: off by one"),
-        (patching(set_(lambda h, p: (slice(None), 1, 5))), "not fixed numbers such as the notebook's"),
-        (patching(lambda z, c, h, p: z[0, h, p].copy_(c[0, h, p])), "only the first sample of the batch"),
-        (patching(lambda z, c, h, p: z[:, h, p].add_(c[:, h, p])), "(=, not +=)"),
-        (patching(lambda z, c, h, p: z[:, h, p].copy_(0.5 * c[0, h, p])), "neither z's nor clean_z's"),
+        (hook_maker(set_(lambda h, p: (slice(None), h))), "every position of that head"),
+        (hook_maker(set_(lambda h, p: (slice(None), p, h))), "head and position are swapped"),
+        (hook_maker(set_(lambda h, p: (slice(None), h, p + 1))), "you patched position 5 instead of 4: off by one"),
+        (hook_maker(set_(lambda h, p: (slice(None), h + 1, p))), "you patched head 4 instead of 3: off by one"),
+        (hook_maker(set_(lambda h, p: (slice(None), 1, 5))), "not fixed numbers such as the notebook's"),
+        (hook_maker(lambda z, c, h, p: z[0, h, p].copy_(c[0, h, p])), "only the first sample of the batch"),
+        (hook_maker(lambda z, c, h, p: z[:, h, p].add_(c[:, h, p])), "(=, not +=)"),
+        (hook_maker(lambda z, c, h, p: z[:, h, p].copy_(0.5 * c[0, h, p])), "neither z's nor clean_z's"),
         (clean_z_per_sample, "clean_z has batch 1"),
         (batch_dropped, "clean_z[0] drops the batch axis"),
         (from_clean, "you started from clean_z"),
@@ -347,7 +351,7 @@ def every_head(clean_z, head, pos):
     ],
 )
 def test_patch_hook_mistakes_get_their_hint(make_hook, hint):
-    assert_hint(C.check_patch_hook, make_hook, hint)
+    assert_hint(patching_checks.check_patch_hook, make_hook, hint)
 
 
 # ---------------------------------------------------------------- carry pairs
@@ -392,7 +396,7 @@ def pair_columns(a, b):
 
 @pytest.mark.parametrize("fn", [pair_digits, pair_strings, pair_columns], ids=["digits", "strings", "columns"])
 def test_carry_pair_correct_variants_pass(fn):
-    assert_passes(C.check_carry_pair, fn)
+    assert_passes(patching_checks.check_carry_pair, fn)
 
 
 def carry_pair_with(
@@ -463,7 +467,7 @@ def hundreds_changed(a, b):
     ],
 )
 def test_carry_pair_mistakes_get_their_hint(fn, hint):
-    assert_hint(C.check_carry_pair, fn, hint)
+    assert_hint(patching_checks.check_carry_pair, fn, hint)
 
 
 # ---------------------------------------------------------------- following a hint leads on, never back
@@ -473,7 +477,7 @@ follow = assert_hint_chain
 
 def test_following_the_normalised_effect_hints_leads_to_a_pass():
     follow(
-        C.check_normalised_effect,
+        patching_checks.check_normalised_effect,
         [
             (lambda p, c, k: float(p - k) // float(c - k), "floor division"),
             (lambda p, c, k: float(p - k) / float(c - k), "no float()"),
@@ -481,7 +485,7 @@ def test_following_the_normalised_effect_hints_leads_to_a_pass():
         ],
     )
     follow(
-        C.check_normalised_effect,
+        patching_checks.check_normalised_effect,
         [
             (lambda p, c, k: abs(p - k) / abs(c - k), "leave out abs()"),
             (lambda p, c, k: (p - k) / abs(c - k), "keep its sign"),
@@ -489,7 +493,7 @@ def test_following_the_normalised_effect_hints_leads_to_a_pass():
         ],
     )
     follow(
-        C.check_normalised_effect,
+        patching_checks.check_normalised_effect,
         [
             (lambda p, c, k: torch.clamp(torch.div(p - k, c - k), 0, 1), "clamped"),
             (lambda p, c, k: torch.div(p - k, c - k), "torch functions need tensors"),
@@ -497,11 +501,11 @@ def test_following_the_normalised_effect_hints_leads_to_a_pass():
         ],
     )
     follow(
-        C.check_normalised_effect,
+        patching_checks.check_normalised_effect,
         [(python_if, "no Python `if`"), (as_numpy, "numpy array"), (in_place, "in place"), (effect_in_steps, None)],
     )
     follow(
-        C.check_normalised_effect,
+        patching_checks.check_normalised_effect,
         [
             (lambda p, c, k: (p - k) / (p - c), "divided by zero"),
             (clean_first, "another order"),
@@ -520,18 +524,18 @@ def test_following_the_patch_hook_hints_leads_to_a_pass():
         return hook
 
     follow(
-        C.check_patch_hook,
+        patching_checks.check_patch_hook,
         [
             (z_only_off_by_one, "name its second argument `hook`"),
-            (patching(set_(lambda h, p: (slice(None), h, p + 1))), "off by one"),
+            (hook_maker(set_(lambda h, p: (slice(None), h, p + 1))), "off by one"),
             (clone_and_patch, None),
         ],
     )
-    follow(C.check_patch_hook, [(clone_not_returned, "unchanged"), (clone_and_patch, None)])
-    follow(C.check_patch_hook, [(clean_z_per_sample, "clean_z has batch 1"), (loop_over_batch, None)])
-    follow(C.check_patch_hook, [(batch_dropped, "drops the batch axis"), (clone_and_patch, None)])
+    follow(patching_checks.check_patch_hook, [(clone_not_returned, "unchanged"), (clone_and_patch, None)])
+    follow(patching_checks.check_patch_hook, [(clean_z_per_sample, "clean_z has batch 1"), (loop_over_batch, None)])
+    follow(patching_checks.check_patch_hook, [(batch_dropped, "drops the batch axis"), (clone_and_patch, None)])
     follow(
-        C.check_patch_hook,
+        patching_checks.check_patch_hook,
         [
             (calls_the_hook, "without calling it"),
             (clone_of_clean, "clean_z's shape"),
@@ -543,7 +547,7 @@ def test_following_the_patch_hook_hints_leads_to_a_pass():
 
 def test_following_the_carry_pair_hints_leads_to_a_pass():
     follow(
-        C.check_carry_pair,
+        patching_checks.check_carry_pair,
         [
             (carry_pair_with(test=lambda a, b: True, chains=False, units=lambda a: 10 - a % 10), "still carries"),
             (carry_pair_with(test=lambda a, b: True, chains=False), "does not carry"),
@@ -554,7 +558,7 @@ def test_following_the_carry_pair_hints_leads_to_a_pass():
         ],
     )
     follow(
-        C.check_carry_pair,
+        patching_checks.check_carry_pair,
         [
             (carry_pair_with(fmt=lambda a, b, b2: (f"{a}+{b2}", f"{a}+{b}")), "reversed"),
             (carry_pair_with(fmt=lambda a, b, b2: (f"{a} + {b}", f"{a} + {b2}")), "no spaces"),
@@ -562,7 +566,7 @@ def test_following_the_carry_pair_hints_leads_to_a_pass():
         ],
     )
     follow(
-        C.check_carry_pair,
+        patching_checks.check_carry_pair,
         [(carry_pair_with(units=lambda a: 10 - a % 10), "one more still carries"), (carry_pair_with(), None)],
     )
 
@@ -587,7 +591,7 @@ def namespace():
     ns = {}
     exec(
         "import numpy as np\nimport torch\nfrom attnkit.adder.data import carry_stats\n"
-        "from attnkit.interp import patching as P\nfrom attnkit.exercises import patching as patching_checks",
+        "from attnkit.interp import patching\nfrom attnkit.exercises import patching as patching_checks",
         ns,
     )
     return ns
@@ -624,10 +628,10 @@ def test_notebook_stubs_are_not_done(capsys):
 def test_checkers_leave_the_random_state_alone(capsys):
     torch_state, np_state = torch.random.get_rng_state(), np.random.get_state()
     for check, fn in [
-        (C.check_normalised_effect, effect_in_steps),
-        (C.check_patch_hook, clone_and_patch),
-        (C.check_carry_pair, pair_digits),
-        (C.check_patch_hook, where_mask),
+        (patching_checks.check_normalised_effect, effect_in_steps),
+        (patching_checks.check_patch_hook, clone_and_patch),
+        (patching_checks.check_carry_pair, pair_digits),
+        (patching_checks.check_patch_hook, where_mask),
     ]:
         check(fn)
     capsys.readouterr()
@@ -637,7 +641,10 @@ def test_checkers_leave_the_random_state_alone(capsys):
 
 @pytest.mark.parametrize(
     "check, fn",
-    [(C.check_patch_hook, P.head_patch_hook), (C.check_carry_pair, lambda a, b: P.carry_pair(a, b, column=0))],
+    [
+        (patching_checks.check_patch_hook, patching.head_patch_hook),
+        (patching_checks.check_carry_pair, lambda a, b: patching.carry_pair(a, b, column=0)),
+    ],
     ids=["patch hook", "carry pair"],
 )
 def test_the_kits_own_answer_does_not_pass(check, fn):

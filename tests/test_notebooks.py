@@ -6,6 +6,7 @@ SVG and widget text reprs. So every notebook is committed WITHOUT outputs and ru
 `assert` cells. Long training sits behind a flag that is False when committed.
 """
 
+import ast
 import re
 from pathlib import Path
 
@@ -25,6 +26,54 @@ def read(path):
 
 def code_cells(nb):
     return [c for c in nb.cells if c.cell_type == "code"]
+
+
+def cell_trees(nb):
+    """Each code cell's syntax tree, its IPython magics (%matplotlib inline) left out."""
+    return [ast.parse(re.sub(r"^\s*%.*$", "", c.source, flags=re.M)) for c in code_cells(nb)]
+
+
+def renamed_kit_imports(nb) -> list[str]:
+    """`from attnkit... import x as y` and `import attnkit... as y`, but a notebook's checkers
+    (`from attnkit.exercises import positional as positional_checks`): README, "How the notebooks
+    import the kit"."""
+    found = []
+    for tree in cell_trees(nb):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("attnkit"):
+                for alias in node.names:
+                    checkers = alias.asname and alias.asname.endswith("_checks")
+                    if checkers and node.module == "attnkit.exercises":
+                        if alias.name.startswith(alias.asname.removesuffix("_checks")):
+                            continue
+                    if alias.asname:
+                        found.append(f"from {node.module} import {alias.name} as {alias.asname}")
+            elif isinstance(node, ast.Import):
+                found += [
+                    f"import {a.name} as {a.asname}" for a in node.names if a.asname and a.name.startswith("attnkit")
+                ]
+    return found
+
+
+def kit_function_names() -> set[str]:
+    """The public functions and classes the package defines at module level, but the checkers' and
+    the grader's (exercises/, course/: never used in a notebook by their function names)."""
+    names = set()
+    for path in (ROOT / "attnkit").rglob("*.py"):
+        if path.parent.name in ("exercises", "course"):
+            continue
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
+                names.add(node.name)
+    return names
+
+
+def kit_names_redefined(nb) -> list[str]:
+    """Functions and classes a notebook defines under the name of one of the kit's: a copy of kit code
+    (notebook 01 once drew with its own `heatmap`), or a second meaning for one name."""
+    kit = kit_function_names()
+    defined = {n.name for tree in cell_trees(nb) for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    return sorted(defined & kit)
 
 
 def test_there_are_notebooks():
@@ -59,6 +108,18 @@ def test_notebook_checks_itself_with_visible_asserts(path):
 def test_long_training_is_off(path):
     flags = [c.source for c in code_cells(read(path)) if LONG_TRAINING_ON.search(c.source)]
     assert not flags, f"long training is switched on: {flags}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_imports_the_kit_under_its_own_names(path):
+    assert not renamed_kit_imports(read(path)), (
+        "import the kit's names unrenamed (README: How the notebooks import the kit)"
+    )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_defines_no_function_of_the_kit_again(path):
+    assert not kit_names_redefined(read(path)), "use the kit's own (import it), or give yours a name of its own"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

@@ -1,6 +1,6 @@
 """Planted mistakes of issue 27: for each kind of mistake that broke training yet passed a checker, a
 wrong solution that must fail with the hint naming it, and correct variants (different but valid code)
-that must pass. Every case also goes through conftest.checker_line: one line, the RNG left alone."""
+that must pass. Every case also goes through helpers.checker_line: one line, the RNG left alone."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnkit.exercises import adder as A
-from attnkit.exercises import patching as P
-from conftest import assert_hint, checker_line
+from attnkit.exercises import adder as adder_checks
+from attnkit.exercises import patching as patching_checks
+
+from helpers import assert_hint, checker_line
 
 
 def flat_ce(logits, target, **kwargs):
@@ -125,12 +126,12 @@ def torch_state_restored():
 
 @pytest.mark.parametrize("fn, hint", WRONG_LOSSES, ids=[f.__name__ for f, _ in WRONG_LOSSES])
 def test_a_loss_that_does_not_train_fails_with_its_hint(fn, hint):
-    assert_hint(A.check_teacher_forcing_loss, fn, hint)
+    assert_hint(adder_checks.check_teacher_forcing_loss, fn, hint)
 
 
 @pytest.mark.parametrize("fn", CORRECT_LOSSES, ids=[f.__name__ for f in CORRECT_LOSSES])
 def test_losses_that_train_pass(fn):
-    passed, line = checker_line(A.check_teacher_forcing_loss, fn)
+    passed, line = checker_line(adder_checks.check_teacher_forcing_loss, fn)
     assert passed, line
 
 
@@ -160,7 +161,7 @@ def shift_then(change):
     ids=["grad-off", "no_grad-entered", "float64", "threads"],
 )
 def test_the_shared_wrapper_names_and_restores_a_changed_global_state(change, hint):
-    assert_hint(A.check_shift, shift_then(change), hint)
+    assert_hint(adder_checks.check_shift, shift_then(change), hint)
 
 
 # ---------------------------------------------------------------- ids: one type rule
@@ -180,7 +181,7 @@ def test_the_shared_wrapper_names_and_restores_a_changed_global_state(change, hi
     ids=["float32", "float64", "numpy", "list"],
 )
 def test_ids_are_long_tensors(fn, hint):
-    assert_hint(A.check_shift, fn, hint)
+    assert_hint(adder_checks.check_shift, fn, hint)
 
 
 @pytest.mark.parametrize(
@@ -193,7 +194,7 @@ def test_ids_are_long_tensors(fn, hint):
     ids=["slices", "int32", "narrow-contiguous"],
 )
 def test_integer_id_tensors_pass(fn):
-    passed, line = checker_line(A.check_shift, fn)
+    passed, line = checker_line(adder_checks.check_shift, fn)
     assert passed, line
 
 
@@ -258,18 +259,18 @@ def hook_cat(clean_z, head, pos):
     ids=["in-place-return", "in-place-none", "copy_"],
 )
 def test_a_hook_that_writes_into_its_activation_fails(make_hook):
-    assert_hint(P.check_patch_hook, make_hook, "your hook wrote into the z it was handed")
+    assert_hint(patching_checks.check_patch_hook, make_hook, "your hook wrote into the z it was handed")
 
 
 @pytest.mark.parametrize("make_hook", [hook_clone, hook_where, hook_cat], ids=["clone", "where", "cat"])
 def test_hooks_that_leave_z_alone_pass(make_hook):
-    passed, line = checker_line(P.check_patch_hook, make_hook)
+    passed, line = checker_line(patching_checks.check_patch_hook, make_hook)
     assert passed, line
 
 
 # ---------------------------------------------------------------- hints confirmed by the code's behaviour
 
-from attnkit.exercises import heatmaps as H  # noqa: E402
+from attnkit.exercises import heatmaps as heatmap_checks  # noqa: E402
 from attnkit.interp.patching import carry_pair  # noqa: E402
 
 
@@ -290,17 +291,17 @@ def entropy_where(w):
 
 
 def test_the_xlogy_hint_fires_for_its_mistake():
-    assert_hint(H.check_row_entropy, entropy_naive, "use torch.special.xlogy")
+    assert_hint(heatmap_checks.check_row_entropy, entropy_naive, "use torch.special.xlogy")
 
 
 def test_code_that_already_uses_xlogy_is_not_told_to_use_it():
-    passed, line = checker_line(H.check_row_entropy, entropy_xlogy_then_divided)
+    passed, line = checker_line(heatmap_checks.check_row_entropy, entropy_xlogy_then_divided)
     assert not passed and "xlogy" not in line and "you return nan, expected -0 bits" in line, line
 
 
 @pytest.mark.parametrize("fn", [entropy_xlogy, entropy_where], ids=["xlogy", "where"])
 def test_correct_entropies_pass(fn):
-    passed, line = checker_line(H.check_row_entropy, fn)
+    passed, line = checker_line(heatmap_checks.check_row_entropy, fn)
     assert passed, line
 
 
@@ -313,25 +314,25 @@ def pair_gt_11(a, b):  # another threshold: "> 10 instead of >= 10" would mislea
 
 
 def test_the_threshold_hint_fires_for_its_mistake():
-    assert_hint(P.check_carry_pair, pair_gt_10, "test a % 10 + b % 10 >= 10, not > 10")
+    assert_hint(patching_checks.check_carry_pair, pair_gt_10, "test a % 10 + b % 10 >= 10, not > 10")
 
 
 def test_the_threshold_hint_is_not_given_to_other_code():
-    passed, line = checker_line(P.check_carry_pair, pair_gt_11)
+    passed, line = checker_line(patching_checks.check_carry_pair, pair_gt_11)
     assert not passed and "not > 10" not in line and "expected ('125+135', " in line, line
 
 
 # ---------------------------------------------------------------- one type rule: lists refused everywhere
 
-from attnkit.exercises import positional as PE  # noqa: E402
+from attnkit.exercises import positional as positional_checks  # noqa: E402
 
 
 @pytest.mark.parametrize(
     "check, fn",
     [
-        (A.check_shift, lambda tgt: (tgt[:, :-1].tolist(), tgt[:, 1:])),
-        (H.check_row_entropy, lambda w: entropy_xlogy(w).tolist()),
-        (PE.check_sinusoidal_table, lambda n, d: [[0.0] * d for _ in range(n)]),
+        (adder_checks.check_shift, lambda tgt: (tgt[:, :-1].tolist(), tgt[:, 1:])),
+        (heatmap_checks.check_row_entropy, lambda w: entropy_xlogy(w).tolist()),
+        (positional_checks.check_sinusoidal_table, lambda n, d: [[0.0] * d for _ in range(n)]),
     ],
     ids=["shift", "row_entropy", "sinusoidal_table"],
 )
@@ -341,7 +342,7 @@ def test_lists_are_refused_with_one_message(check, fn):
 
 # ---------------------------------------------------------------- notebook 04's ablation hook, the same rule
 
-from attnkit.exercises import ablation as AB  # noqa: E402
+from attnkit.exercises import ablation as ablation_checks  # noqa: E402
 
 
 def ablate_in_place_return(head, fill=None):
@@ -371,12 +372,12 @@ def ablate_mask(head, fill=None):
 
 
 def test_an_ablation_hook_that_writes_into_z_fails():
-    assert_hint(AB.check_ablation_hook, ablate_in_place_return, "your hook wrote into the z it was handed")
+    assert_hint(ablation_checks.check_ablation_hook, ablate_in_place_return, "your hook wrote into the z it was handed")
 
 
 @pytest.mark.parametrize("make_hook", [ablate_clone, ablate_mask], ids=["clone", "mask"])
 def test_ablation_hooks_that_leave_z_alone_pass(make_hook):
-    passed, line = checker_line(AB.check_ablation_hook, make_hook)
+    passed, line = checker_line(ablation_checks.check_ablation_hook, make_hook)
     assert passed, line
 
 
@@ -397,10 +398,12 @@ def pool_sorted(score, pad):  # ties: the sort's order among equal maxima does n
 
 
 def test_a_finite_padding_fill_fails_on_extreme_scores():
-    assert_hint(PE.check_max_pool, pool_fill_minus_1e9, "filled with a finite number that beats scores this low")
+    assert_hint(
+        positional_checks.check_max_pool, pool_fill_minus_1e9, "filled with a finite number that beats scores this low"
+    )
 
 
 @pytest.mark.parametrize("fn", [pool_real_columns_only, pool_sorted], ids=["real-columns", "sorted-ties"])
 def test_pools_correct_on_all_padding_columns_and_ties_pass(fn):
-    passed, line = checker_line(PE.check_max_pool, fn)
+    passed, line = checker_line(positional_checks.check_max_pool, fn)
     assert passed, line

@@ -10,12 +10,19 @@ import pytest
 import torch
 from torch import nn
 
-from attnkit.core import positional as P
-from attnkit.exercises import positional as C
-from conftest import assert_hint, assert_hint_chain, assert_passes, checker_line
+from attnkit.core import positional
+from attnkit.exercises import positional as positional_checks
+
+from helpers import assert_hint, assert_hint_chain, assert_passes, checker_line
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "05_positional_encoding_extrapolation.ipynb"
-CHECKS = [C.check_sinusoidal_table, C.check_shift_matrix, C.check_rotate, C.check_alibi_bias, C.check_max_pool]
+CHECKS = [
+    positional_checks.check_sinusoidal_table,
+    positional_checks.check_shift_matrix,
+    positional_checks.check_rotate,
+    positional_checks.check_alibi_bias,
+    positional_checks.check_max_pool,
+]
 
 
 def run(check, fn):
@@ -65,12 +72,12 @@ def table_loops(n_pos, d_model):
 
 
 def table_kit(n_pos, d_model):
-    return P.sinusoidal_table(n_pos, d_model)  # raises ValueError for odd widths
+    return positional.sinusoidal_table(n_pos, d_model)  # raises ValueError for odd widths
 
 
 @pytest.mark.parametrize("fn", [table, table_torch, table_loops], ids=["numpy", "torch", "loops"])
 def test_sinusoidal_table_correct_variants_pass(fn):
-    assert_passes(C.check_sinusoidal_table, fn)
+    assert_passes(positional_checks.check_sinusoidal_table, fn)
 
 
 def positions_frequencies_swapped(n, d):
@@ -127,7 +134,7 @@ def index_swapped(n, d):
     ],
 )
 def test_sinusoidal_table_mistakes_get_their_hint(fn, hint):
-    assert_hint(C.check_sinusoidal_table, fn, hint)
+    assert_hint(positional_checks.check_sinusoidal_table, fn, hint)
 
 
 def test_sinusoidal_table_own_value_error_messages_pass():
@@ -136,7 +143,7 @@ def test_sinusoidal_table_own_value_error_messages_pass():
             raise ValueError("d_model cannot be odd: could not pair the last sine")
         return table(n, d)
 
-    assert_passes(C.check_sinusoidal_table, cannot)
+    assert_passes(positional_checks.check_sinusoidal_table, cannot)
 
 
 def test_sinusoidal_table_assert_instead_of_value_error():
@@ -144,8 +151,8 @@ def test_sinusoidal_table_assert_instead_of_value_error():
         assert d % 2 == 0, "even please"
         return table(n, d)
 
-    assert_hint(C.check_sinusoidal_table, asserted, "AssertionError")
-    assert_hint(C.check_sinusoidal_table, asserted, "raise a ValueError")
+    assert_hint(positional_checks.check_sinusoidal_table, asserted, "AssertionError")
+    assert_hint(positional_checks.check_sinusoidal_table, asserted, "raise a ValueError")
 
 
 # ---------------------------------------------------------------- the shift matrix
@@ -167,7 +174,7 @@ def shift(k, d, *, block="right", k_used=None, halves=False, exponent=lambda d: 
 
 
 def shift_by_matrix_power(k, d_model):
-    M1 = P.sinusoidal_shift_matrix(1, d_model)
+    M1 = positional.sinusoidal_shift_matrix(1, d_model)
     return torch.linalg.matrix_power(M1, k)  # negative k: the inverse; float64 keeps k = 100 exact
 
 
@@ -182,7 +189,7 @@ def shift_vectorised(k, d_model):
 
 @pytest.mark.parametrize("fn", [shift, shift_vectorised], ids=["numpy loop", "vectorised"])
 def test_shift_matrix_correct_variants_pass(fn):
-    assert_passes(C.check_shift_matrix, fn)
+    assert_passes(positional_checks.check_shift_matrix, fn)
 
 
 def blocks_off_diagonal(k, d):
@@ -220,7 +227,7 @@ def blocks_off_diagonal(k, d):
     ],
 )
 def test_shift_matrix_mistakes_get_their_hint(fn, hint):
-    assert_hint(C.check_shift_matrix, fn, hint)
+    assert_hint(positional_checks.check_shift_matrix, fn, hint)
 
 
 # ---------------------------------------------------------------- RoPE
@@ -260,7 +267,7 @@ def rope_numpy_loops(x):
 
 def rope_matrix(x):
     n, d = x.shape[-2], x.shape[-1]
-    R = torch.stack([P.sinusoidal_shift_matrix(-p, d).to(x.dtype) for p in range(n)])  # R(pω) = M_{-p}
+    R = torch.stack([positional.sinusoidal_shift_matrix(-p, d).to(x.dtype) for p in range(n)])  # R(pω) = M_{-p}
     return (R @ x.unsqueeze(-1)).squeeze(-1)
 
 
@@ -268,7 +275,7 @@ def rope_matrix(x):
     "fn", [rope, rope_complex, rope_numpy_loops, rope_matrix], ids=["stack", "complex", "numpy loops", "shift matrices"]
 )
 def test_rotate_correct_variants_pass(fn):
-    assert_passes(C.check_rotate, fn)
+    assert_passes(positional_checks.check_rotate, fn)
 
 
 def rope_four_d_only(x):
@@ -318,7 +325,7 @@ def rope_not_a_rotation(x):
     ],
 )
 def test_rotate_mistakes_get_their_hint(fn, hint):
-    assert_hint(C.check_rotate, fn, hint)
+    assert_hint(positional_checks.check_rotate, fn, hint)
 
 
 # ---------------------------------------------------------------- ALiBi
@@ -328,7 +335,7 @@ def alibi(
     n, H, *, slopes=None, sign=1, minus_one=True, left_even=True, diag=-30.0, blocked=float("-inf"), directional=True
 ):
     offset = torch.arange(n)[None, :] - torch.arange(n)[:, None]
-    s = P.alibi_slopes((H + 1) // 2).repeat_interleave(2)[:H] if slopes is None else slopes(H)
+    s = positional.alibi_slopes((H + 1) // 2).repeat_interleave(2)[:H] if slopes is None else slopes(H)
     bias = -sign * s[:, None, None] * (offset.abs() - (1 if minus_one else 0))
     if directional:
         even, odd = (offset > 0, offset < 0) if left_even else (offset < 0, offset > 0)
@@ -370,12 +377,12 @@ def alibi_where(n_pos, n_heads):
     ids=["masked_fill", "loops", "where + finfo.min", "-1e9"],
 )
 def test_alibi_correct_variants_pass(fn):
-    assert_passes(C.check_alibi_bias, fn)
+    assert_passes(positional_checks.check_alibi_bias, fn)
 
 
 def alibi_floor_pairs(n, H):
     offset = torch.arange(n)[None, :] - torch.arange(n)[:, None]
-    slopes = P.alibi_slopes(H // 2).repeat_interleave(2)  # one slope short for an odd count
+    slopes = positional.alibi_slopes(H // 2).repeat_interleave(2)  # one slope short for an odd count
     bias = -slopes[:, None, None] * (offset.abs() - 1)
     return bias.masked_fill(alibi(n, H).isinf(), float("-inf")).masked_fill(offset == 0, -30.0)
 
@@ -389,7 +396,7 @@ def alibi_times_mask(n, H):
 @pytest.mark.parametrize(
     "fn, hint",
     [
-        (lambda n, H: P.alibi_bias(n, H, directional=False), "symmetric ALiBi (-slope·|j - i| on both sides)"),
+        (lambda n, H: positional.alibi_bias(n, H, directional=False), "symmetric ALiBi (-slope·|j - i| on both sides)"),
         (lambda n, H: alibi(n, H, directional=False), "symmetric ALiBi"),
         (lambda n, H: alibi(n, H, directional=False, sign=-1), "no key is blocked"),
         (lambda n, H: alibi(n, H, sign=-1), "sign flipped: the bias falls with distance"),
@@ -399,10 +406,15 @@ def alibi_times_mask(n, H):
         (lambda n, H: alibi(n, H, diag=None), "the diagonal follows the formula"),
         (lambda n, H: alibi(n, H, diag=-1.0), "the diagonal (each token itself) should be -30"),
         (lambda n, H: alibi(n, H, minus_one=False), "off by one: the nearest allowed key"),
-        (lambda n, H: alibi(n, H, slopes=lambda H: P.alibi_slopes(H)), "each head got its own slope"),
-        (lambda n, H: alibi(n, H, slopes=lambda H: P.alibi_slopes((H + 1) // 2).repeat(2)[:H]), "slopes tiled"),
+        (lambda n, H: alibi(n, H, slopes=lambda H: positional.alibi_slopes(H)), "each head got its own slope"),
         (
-            lambda n, H: alibi(n, H, slopes=lambda H: P.alibi_slopes((H + 1) // 2).repeat_interleave(2)[:H].flip(0)),
+            lambda n, H: alibi(n, H, slopes=lambda H: positional.alibi_slopes((H + 1) // 2).repeat(2)[:H]),
+            "slopes tiled",
+        ),
+        (
+            lambda n, H: alibi(
+                n, H, slopes=lambda H: positional.alibi_slopes((H + 1) // 2).repeat_interleave(2)[:H].flip(0)
+            ),
             "slopes in reverse order",
         ),
         (
@@ -412,7 +424,7 @@ def alibi_times_mask(n, H):
             "slopes computed with n = n_heads",
         ),
         (
-            lambda n, H: alibi(n, H, slopes=lambda H: P.alibi_slopes(H // 2 + 1).repeat_interleave(2)[:H]),
+            lambda n, H: alibi(n, H, slopes=lambda H: positional.alibi_slopes(H // 2 + 1).repeat_interleave(2)[:H]),
             "one pair too many for an even head count",
         ),
         (alibi_floor_pairs, "with an odd head count the last head is a left head without a partner"),
@@ -429,7 +441,7 @@ def alibi_times_mask(n, H):
     ],
 )
 def test_alibi_mistakes_get_their_hint(fn, hint):
-    assert_hint(C.check_alibi_bias, fn, hint)
+    assert_hint(positional_checks.check_alibi_bias, fn, hint)
 
 
 # ---------------------------------------------------------------- max pool
@@ -451,7 +463,7 @@ def pool_loops(score, pad):
     ids=["masked_fill", "where + finfo.min", "loops", "numpy"],
 )
 def test_max_pool_correct_variants_pass(fn):
-    assert_passes(C.check_max_pool, fn)
+    assert_passes(positional_checks.check_max_pool, fn)
 
 
 @pytest.mark.parametrize(
@@ -476,7 +488,7 @@ def test_max_pool_correct_variants_pass(fn):
     ],
 )
 def test_max_pool_mistakes_get_their_hint(fn, hint):
-    assert_hint(C.check_max_pool, fn, hint)
+    assert_hint(positional_checks.check_max_pool, fn, hint)
 
 
 # ---------------------------------------------------------------- every checker: stubs and strange input
@@ -558,7 +570,7 @@ def notebook_exercises():
 def namespace():
     ns = {}
     exec(
-        "import numpy as np\nimport torch\nfrom attnkit.core import positional as P\n"
+        "import numpy as np\nimport torch\nfrom attnkit.core import positional\n"
         "from attnkit.exercises import positional as positional_checks",
         ns,
     )
@@ -615,7 +627,7 @@ def test_following_the_hints_leads_to_a_pass():
     """A learner with two mistakes fixes them one hint at a time: each step gets a new hint, then ✅."""
     steps = [
         (
-            C.check_sinusoidal_table,
+            positional_checks.check_sinusoidal_table,
             [
                 (
                     lambda n, d: table(
@@ -629,7 +641,7 @@ def test_following_the_hints_leads_to_a_pass():
             ],
         ),
         (
-            C.check_shift_matrix,
+            positional_checks.check_shift_matrix,
             [
                 (lambda k, d: shift(k, d, block="transposed", halves=True), "2 mistakes"),
                 (lambda k, d: shift(k, d, block="transposed"), "turns the wrong way"),
@@ -637,7 +649,7 @@ def test_following_the_hints_leads_to_a_pass():
             ],
         ),
         (
-            C.check_rotate,
+            positional_checks.check_rotate,
             [
                 (lambda x: rope(x, sign=-1, out="halves"), "2 mistakes"),
                 (lambda x: rope(x, out="halves"), "written back as two halves"),
@@ -645,17 +657,17 @@ def test_following_the_hints_leads_to_a_pass():
             ],
         ),
         (
-            C.check_alibi_bias,
+            positional_checks.check_alibi_bias,
             [
                 (lambda n, H: alibi(n, H, directional=False), "symmetric ALiBi"),
                 (lambda n, H: alibi(n, H, diag=None), "the diagonal follows the formula"),
-                (lambda n, H: alibi(n, H, slopes=lambda H: P.alibi_slopes(H)), "each head got its own slope"),
+                (lambda n, H: alibi(n, H, slopes=lambda H: positional.alibi_slopes(H)), "each head got its own slope"),
                 (alibi_floor_pairs, "odd head count"),
                 (alibi, None),
             ],
         ),
         (
-            C.check_max_pool,
+            positional_checks.check_max_pool,
             [
                 (lambda s, p: (s * ~p).amax(1), "padding became 0"),
                 (lambda s, p: s.masked_fill(p, float("-inf")).amax(1), None),
@@ -670,8 +682,8 @@ def test_an_exception_inside_a_checker_is_one_line_too(monkeypatch):
     def broken(*args):
         raise RuntimeError("a bug in the reference")
 
-    monkeypatch.setattr(C.P, "sinusoidal_table", broken)
-    passed, line = run(C.check_sinusoidal_table, table)
+    monkeypatch.setattr(positional_checks.positional, "sinusoidal_table", broken)
+    passed, line = run(positional_checks.check_sinusoidal_table, table)
     assert not passed and line.startswith("❌ sinusoidal_table: the checker could not use what you passed"), line
 
 
@@ -688,18 +700,18 @@ def test_an_exception_inside_a_checker_is_one_line_too(monkeypatch):
     ],
 )
 def test_result_types(fn, hint):
-    passed, line = run(C.check_sinusoidal_table, fn)
+    passed, line = run(positional_checks.check_sinusoidal_table, fn)
     assert (passed and hint is None) or (not passed and hint in line), line
 
 
 @pytest.mark.parametrize(
     "check, fn",
     [
-        (C.check_sinusoidal_table, table_kit),
-        (C.check_shift_matrix, shift_by_matrix_power),
-        (C.check_shift_matrix, lambda k, d: P.sinusoidal_shift_matrix(k, d).float()),
-        (C.check_rotate, P.rotate),
-        (C.check_alibi_bias, P.alibi_bias),
+        (positional_checks.check_sinusoidal_table, table_kit),
+        (positional_checks.check_shift_matrix, shift_by_matrix_power),
+        (positional_checks.check_shift_matrix, lambda k, d: positional.sinusoidal_shift_matrix(k, d).float()),
+        (positional_checks.check_rotate, positional.rotate),
+        (positional_checks.check_alibi_bias, positional.alibi_bias),
     ],
     ids=["table", "matrix power", "shift matrix", "rotate", "alibi"],
 )

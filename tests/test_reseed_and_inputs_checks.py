@@ -8,10 +8,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnkit.exercises import adder as A
-from attnkit.exercises import heatmaps as H
-from attnkit.exercises import positional as PE
-from conftest import assert_hint, checker_line
+from attnkit.exercises import adder as adder_checks
+from attnkit.exercises import heatmaps as heatmap_checks
+from attnkit.exercises import positional as positional_checks
+
+from helpers import assert_hint, checker_line
 
 
 def shift(tgt):
@@ -51,7 +52,7 @@ def pool_copy(score, pad):
 
 @pytest.mark.parametrize(
     "check, fn",
-    [(A.check_shift, shift_reseeding), (H.check_row_entropy, entropy_reseeding)],
+    [(adder_checks.check_shift, shift_reseeding), (heatmap_checks.check_row_entropy, entropy_reseeding)],
     ids=["shift", "row_entropy"],
 )
 def test_code_that_reseeds_the_global_generator_fails_naming_it(check, fn):
@@ -62,16 +63,16 @@ def test_code_that_reseeds_the_global_generator_fails_naming_it(check, fn):
 
 @pytest.mark.parametrize("fn", [shift, shift_own_generator, shift_drawing], ids=["plain", "own-generator", "draws"])
 def test_code_that_leaves_the_seed_alone_passes(fn):
-    passed, line = checker_line(A.check_shift, fn)
+    passed, line = checker_line(adder_checks.check_shift, fn)
     assert passed, line
 
 
 def test_a_pool_that_writes_into_the_scores_fails_naming_it():
-    assert_hint(PE.check_max_pool, pool_in_place, "changed the score or pad it was given")
+    assert_hint(positional_checks.check_max_pool, pool_in_place, "changed the score or pad it was given")
 
 
 def test_a_pool_that_writes_into_its_own_copy_passes():
-    passed, line = checker_line(PE.check_max_pool, pool_copy)
+    passed, line = checker_line(positional_checks.check_max_pool, pool_copy)
     assert passed, line
 
 
@@ -92,11 +93,11 @@ def greedy_reusing_src(model, src, bos_id, eos_id, max_steps):  # right ids, the
 
 
 def test_a_greedy_decoder_that_writes_into_src_fails_naming_it():
-    assert_hint(A.check_greedy, greedy_reusing_src, "changed src in place")
+    assert_hint(adder_checks.check_greedy, greedy_reusing_src, "changed src in place")
 
 
 def test_a_greedy_decoder_that_leaves_src_alone_passes():
-    passed, line = checker_line(A.check_greedy, greedy)
+    passed, line = checker_line(adder_checks.check_greedy, greedy)
     assert passed, line
 
 
@@ -118,7 +119,7 @@ def pool_nan_elsewhere(score, pad):  # right fill, then a NaN of its own for one
 
 
 def test_the_mask_multiplication_hint_fires_for_its_mistake():
-    assert_hint(PE.check_max_pool, pool_mask_times_inf, "instead of multiplying by a mask")
+    assert_hint(positional_checks.check_max_pool, pool_mask_times_inf, "instead of multiplying by a mask")
 
 
 @pytest.mark.parametrize(
@@ -127,5 +128,5 @@ def test_the_mask_multiplication_hint_fires_for_its_mistake():
     ids=["nan-fill", "nan-elsewhere"],
 )
 def test_other_nans_are_not_blamed_on_a_mask(fn, hint):
-    passed, line = checker_line(PE.check_max_pool, fn)
+    passed, line = checker_line(positional_checks.check_max_pool, fn)
     assert not passed and hint in line and "multiplying by a mask" not in line, line

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CHROMIUM_ARGS, in_ci
+from helpers import CHROMIUM_ARGS, in_ci
 
 pytestmark = pytest.mark.browser
 

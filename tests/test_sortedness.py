@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import attnkit
-from attnkit.core import positional as P
+from attnkit.core import positional
 from attnkit.core.positional import ENCODINGS
 from attnkit.experiments.sortedness_runs import run_experiment
 from attnkit.sortedness import (
@@ -137,7 +137,7 @@ def test_learned_rows_beyond_the_training_lengths_keep_their_initial_values():
         progress=False,
     )
     table = result.model.pos.learned.table.detach()
-    start = P.sinusoidal_table(256, 16)
+    start = positional.sinusoidal_table(256, 16)
     assert not torch.equal(table[:8], start[:8])  # trained
     assert torch.equal(table[16:], start[16:])  # never reached: exactly as initialised
 

@@ -3,9 +3,9 @@
 exercise by id. The grader's checking process (runner) and its integrity checks (integrity)
 run the same checkers on a submission's definitions, in a process of their own.
 
-    from attnkit.exercises import attention as checks     # notebook 01's checkers
-    checks.check_causal_mask(my_causal_mask)               # prints one line, returns True/False
-    registry()["01-causal-mask"].evaluate(my_causal_mask)  # a Result: exercise, passed, line, mistake
+    from attnkit.exercises import attention as attention_checks  # notebook 01's checkers
+    attention_checks.check_causal_mask(my_causal_mask)            # prints one line, returns True/False
+    registry()["01-causal-mask"].evaluate(my_causal_mask)         # a Result: exercise, passed, line, mistake
 """
 
 from __future__ import annotations

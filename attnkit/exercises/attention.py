@@ -6,7 +6,7 @@ mistake. It returns True when the code passed. Nothing the learner hands over (a
 signature, a list, numpy, a class that is not a module) escapes as a traceback: it becomes a
 hint too (the shared machinery is in checking.py).
 
-    >>> checks.check_causal_mask(my_causal_mask)
+    >>> attention_checks.check_causal_mask(my_causal_mask)
     ✅ causal_mask: passed — matches the reference for 1, 4, 7 and 13 positions
 """
 

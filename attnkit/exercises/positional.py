@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..core import positional as P
+from ..core import positional
 from .checking import Hint, NotDone, call, checker, first_line, refuse_list, require_tensor
 
 BASE = 10000.0
@@ -211,7 +211,7 @@ def check_sinusoidal_table(fn: Callable) -> str:
         got = _shape(got, (n, d), f"table{context}", known)
         if torch.isnan(got).any():
             raise Hint(f"NaN in your table{context}")
-        ref = P.sinusoidal_table(n, d).double()
+        ref = positional.sinusoidal_table(n, d).double()
         if _close(got, ref):
             continue
         mistake = _table_mistakes(got, n, d)
@@ -332,7 +332,7 @@ def check_shift_matrix(fn: Callable) -> str:
         got = _shape(got, (d, d), f"matrix{context}", known)
         if torch.isnan(got).any():
             raise Hint(f"NaN in your matrix{context}")
-        ref = P.sinusoidal_shift_matrix(k, d)
+        ref = positional.sinusoidal_shift_matrix(k, d)
         if _close(got, ref):
             continue
         mistake = _shift_mistakes(got, k, d)
@@ -448,7 +448,7 @@ def check_rotate(fn: Callable) -> str:
         )
         if torch.isnan(got).any():
             raise Hint(f"NaN in your result{context}")
-        ref = P.rotate(x).double()
+        ref = positional.rotate(x).double()
         if not _close(got, ref):
             mistake = _rope_mistakes(got, x.double())
             if mistake:
@@ -485,7 +485,7 @@ def check_rotate(fn: Callable) -> str:
 
 
 def _pair_slopes(n_heads: int) -> Tensor:
-    return P.alibi_slopes((n_heads + 1) // 2).double().repeat_interleave(2)[:n_heads]
+    return positional.alibi_slopes((n_heads + 1) // 2).double().repeat_interleave(2)[:n_heads]
 
 
 def _slope_variants(H: int) -> dict[str, tuple[Tensor, str]]:
@@ -493,13 +493,13 @@ def _slope_variants(H: int) -> dict[str, tuple[Tensor, str]]:
     variants = {
         "right": (_pair_slopes(H), ""),
         "per head": (
-            P.alibi_slopes(H).double(),
+            positional.alibi_slopes(H).double(),
             "each head got its own slope (alibi_slopes(n_heads)): a left head and the right head after "
             "it share one — alibi_slopes(n_pairs) with n_pairs = (n_heads + 1) // 2, each repeated "
             "twice (repeat_interleave(2)[:n_heads])",
         ),
         "tiled": (
-            P.alibi_slopes(pairs).double().repeat(2)[:H],
+            positional.alibi_slopes(pairs).double().repeat(2)[:H],
             "slopes tiled (a, b, a, b) instead of paired (a, a, b, b): use repeat_interleave(2), so that "
             "heads 2h and 2h+1 share slope h",
         ),
@@ -513,7 +513,7 @@ def _slope_variants(H: int) -> dict[str, tuple[Tensor, str]]:
             "n = n_pairs = (n_heads + 1) // 2, so that the last pair gets 2^-8",
         ),
         "pairs + 1": (
-            P.alibi_slopes(H // 2 + 1).double().repeat_interleave(2)[:H],
+            positional.alibi_slopes(H // 2 + 1).double().repeat_interleave(2)[:H],
             "one pair too many for an even head count: n_pairs = (n_heads + 1) // 2, "
             "which is n_heads / 2 when n_heads is even",
         ),
@@ -665,7 +665,7 @@ def check_alibi_bias(fn: Callable) -> str:
         }
         got = _shape(got, (H, n, n), f"bias{context}", known)
         if torch.isnan(got).any():
-            ref = P.alibi_bias(n, H).double()
+            ref = positional.alibi_bias(n, H).double()
             nan = torch.isnan(got)
             # 0 · inf from a mask: NaN on exactly the blocked keys, or on exactly the allowed ones (the diagonal
             # aside, often set last); NaN anywhere else has another cause, and the hint just says where.
@@ -683,7 +683,7 @@ def check_alibi_bias(fn: Callable) -> str:
             )
         if (got > 1e4).any():
             raise Hint(f"+inf (or a huge positive number) in your bias{context}: blocked keys get -inf")
-        ref = P.alibi_bias(n, H).double()
+        ref = positional.alibi_bias(n, H).double()
         blocked, ref_blocked = got < -1e4, torch.isinf(ref)
         if torch.equal(blocked, ref_blocked) and _close(got[~ref_blocked], ref[~ref_blocked]):
             _dtype(

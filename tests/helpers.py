@@ -1,0 +1,65 @@
+"""What several test modules import: reading an exercise checker's one line, and the system's
+Chromium. Fixtures live in conftest.py (pytest finds them by name); plain functions and constants
+live here, so no test imports conftest (the repository has two conftest.py files, and `import
+conftest` gets whichever of them pytest happened to load last)."""
+
+import contextlib
+import io
+import os
+from pathlib import Path
+
+import torch
+
+CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+# headless as root, on a machine whose network is closed: no sandbox, no background connections
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+
+
+def checker_line(check, code) -> tuple[bool, str]:
+    """(passed, the line) of `check(code)`, asserting what every checker promises: exactly one line,
+    starting ✅ exactly when it returns True (else ❌ or ⏳), and the global random state left alone."""
+    state = torch.get_rng_state()
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        passed = check(code)
+    lines = printed.getvalue().strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0][:1] in ("✅", "❌", "⏳") and passed is lines[0].startswith("✅"), (passed, lines)
+    assert torch.equal(torch.get_rng_state(), state), "the checker moved the global random numbers"
+    return passed, lines[0]
+
+
+def assert_hint(check, code, hint: str) -> None:
+    """`check(code)` fails with a line that contains `hint`."""
+    passed, line = checker_line(check, code)
+    assert passed is False and line.startswith("❌"), line
+    assert hint in line, line
+
+
+def assert_passes(check, code) -> None:
+    passed, line = checker_line(check, code)
+    assert passed is True and line.startswith("✅"), line
+
+
+def assert_hint_chain(check, chain) -> None:
+    """Following each hint leads on, never back: chain is [(code, hint or None for a pass)], and
+    every failing step's line contains its hint and differs from every line before it."""
+    seen = []
+    for code, hint in chain:
+        passed, line = checker_line(check, code)
+        if hint is None:
+            assert passed, line
+        else:
+            assert not passed and hint in line and line not in seen, line
+            seen.append(line)
