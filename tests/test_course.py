@@ -405,13 +405,13 @@ def test_the_edition_without_hints_has_none(path):
 
 
 def test_a_checker_without_hints_says_only_whether_it_passed(capsys):
-    from attnkit.exercises import attention as checks
+    from attnkit.exercises import attention as attention_checks
 
     wrong = lambda n: torch.ones(n, n, dtype=torch.bool).triu()  # noqa: E731
-    assert checks.check_causal_mask(wrong, hints=False) is False
+    assert attention_checks.check_causal_mask(wrong, hints=False) is False
     assert capsys.readouterr().out.strip() == "❌ causal_mask: not right yet (this edition gives no hints)"
-    assert checks.check_causal_mask(wrong) is False and "upper triangle" in capsys.readouterr().out
-    assert checks.check_causal_mask(lambda n: torch.ones(n, n, dtype=torch.bool).tril(), hints=False) is True
+    assert attention_checks.check_causal_mask(wrong) is False and "upper triangle" in capsys.readouterr().out
+    assert attention_checks.check_causal_mask(lambda n: torch.ones(n, n, dtype=torch.bool).tril(), hints=False) is True
     assert capsys.readouterr().out.startswith("✅")
 
 

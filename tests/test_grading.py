@@ -18,7 +18,7 @@ import pytest
 from attnkit.course import gradebook, grading
 from attnkit.course.editions import student_notebook
 from attnkit.course.grading import NOTEBOOKS_DIR, Row, grade_notebook
-from attnkit.exercises import attention as checks
+from attnkit.exercises import attention as attention_checks
 
 NB01 = NOTEBOOKS_DIR / "01_attention_from_scratch.ipynb"
 WRONG_MASK = "def my_causal_mask(n_pos):\n    return torch.ones(n_pos, n_pos, dtype=torch.bool).triu()"
@@ -146,7 +146,7 @@ def test_is_wraps_subclasses_or_calls_the_reference_in_the_notebook_too(capsys):
     import functools
 
     from attnkit.core.attention import MultiHeadAttention, scaled_dot_product_attention
-    from attnkit.interp import patching as P
+    from attnkit.interp import patching
 
     def calls(q, k, v, mask=None):
         return scaled_dot_product_attention(q, k, v, mask)
@@ -154,20 +154,20 @@ def test_is_wraps_subclasses_or_calls_the_reference_in_the_notebook_too(capsys):
     class Sub(MultiHeadAttention):
         pass
 
-    from attnkit.exercises import patching
+    from attnkit.exercises import patching as patching_checks
 
     for check, answer, word in [
-        (checks.check_scaled_dot_product_attention, scaled_dot_product_attention, "is"),
-        (checks.check_scaled_dot_product_attention, functools.partial(scaled_dot_product_attention), "wraps"),
-        (checks.check_scaled_dot_product_attention, calls, "calls"),
-        (checks.check_multi_head_attention, Sub, "subclasses"),
-        (patching.check_patch_hook, P.head_patch_hook, "is"),
+        (attention_checks.check_scaled_dot_product_attention, scaled_dot_product_attention, "is"),
+        (attention_checks.check_scaled_dot_product_attention, functools.partial(scaled_dot_product_attention), "wraps"),
+        (attention_checks.check_scaled_dot_product_attention, calls, "calls"),
+        (attention_checks.check_multi_head_attention, Sub, "subclasses"),
+        (patching_checks.check_patch_hook, patching.head_patch_hook, "is"),
     ]:
         assert check(answer) is False
         line = capsys.readouterr().out
         assert f"{word} the kit's own" in line and line.startswith("❌"), line
     # the checker's own comparison with the reference is not the learner's call
-    assert checks.check_scaled_dot_product_attention(_own_attention) is True
+    assert attention_checks.check_scaled_dot_product_attention(_own_attention) is True
 
 
 def _own_attention(q, k, v, mask=None):
