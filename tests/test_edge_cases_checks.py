@@ -520,3 +520,16 @@ def loss_mode_restored(model, src, tgt, pad_id):
 def test_a_loss_must_leave_the_models_mode_as_it_came():
     assert_hint(adder_checks.check_teacher_forcing_loss, loss_in_eval_mode, "switched the model to evaluation mode")
     assert_passes(adder_checks.check_teacher_forcing_loss, loss_mode_restored)
+
+
+def loss_of_shape_one(model, src, tgt, pad_id):
+    return flat_ce(model(src, tgt[:, :-1]), tgt[:, 1:], ignore_index=pad_id).reshape(1)  # (1,), not ()
+
+
+def loss_squeezed(model, src, tgt, pad_id):
+    return flat_ce(model(src, tgt[:, :-1]), tgt[:, 1:], ignore_index=pad_id).reshape(1).squeeze(0)
+
+
+def test_a_loss_is_a_0d_tensor_as_the_task_states():
+    assert_hint(adder_checks.check_teacher_forcing_loss, loss_of_shape_one, "0-d tensor")
+    assert_passes(adder_checks.check_teacher_forcing_loss, loss_squeezed)

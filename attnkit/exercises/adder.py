@@ -188,7 +188,12 @@ def _loss_value(result) -> tuple[float, bool]:
         )
     if not result.is_floating_point():
         raise Hint(f"your loss is a {result.dtype} tensor: a cross-entropy is a float")
-    return float(result.detach().double().reshape(())), result.requires_grad
+    if result.dim() != 0:
+        raise Hint(
+            f"your loss has shape {tuple(result.shape)}: the task asks for a 0-d tensor, shape () — "
+            "F.cross_entropy's mean gives one; drop the extra dimension"
+        )
+    return float(result.detach().double()), result.requires_grad
 
 
 def _loss_candidates(model: Any, src: Tensor, tgt: Tensor, pad: int, eos: int) -> list[tuple[float, str]]:
