@@ -196,3 +196,14 @@ def test_the_test_command_runs_every_notebook():
     assert "make test" in (ROOT / ".ci" / "run").read_text()
     readme_top = (ROOT / "README.md").read_text()[:600]
     assert "make lab" in readme_top and "make test" in readme_top
+
+
+def test_every_checker_test_runs_under_each_cpu_kernel_set():
+    """Checker tests compare floats the kernels round differently: `make test-cpus` (and .ci/run's
+    `default`/`avx2` pass) must list every one of them in FLOAT_UNIT_TESTS."""
+    makefile = (ROOT / "Makefile").read_text()
+    listed = re.search(r"^FLOAT_UNIT_TESTS := ((?:.*\\\n)*.*)$", makefile, re.M).group(1)
+    listed_files = set(re.findall(r"tests/(test_\w+\.py)", listed))
+    checker_tests = {p.name for p in (ROOT / "tests").glob("test_*checks*.py")} | {"test_every_checker.py"}
+    assert checker_tests <= listed_files, sorted(checker_tests - listed_files)
+    assert all((ROOT / "tests" / name).exists() for name in listed_files), sorted(listed_files)
