@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "data"
 
 
-def untrained_adder(seed: int = 1) -> Adder:
+def random_weights_adder(seed: int = 1) -> Adder:
     torch.manual_seed(seed)
     return Adder(Seq2SeqTransformer(Seq2SeqConfig()))
 
@@ -105,7 +105,7 @@ def broken_data_dir(root: Path, adder: Adder | None = None, encoding: str | None
 def broken_adder(tmp_path_factory):
     """The untrained adder as a learner would meet it: saved and loaded through the checkpoint path
     (loading warns that it scored below the target; the claims must fail on it all the same)."""
-    root = broken_data_dir(tmp_path_factory.mktemp("broken-adder"), adder=untrained_adder())
+    root = broken_data_dir(tmp_path_factory.mktemp("broken-adder"), adder=random_weights_adder())
     with pytest.warns(CheckpointWarning, match="below the target"):
         return Adder.load(root / "adder.pt", device="cpu")
 
@@ -186,7 +186,7 @@ def failed_cells(proc: subprocess.CompletedProcess) -> str:
 
 @full_only
 def test_claims_tests_fail_with_a_broken_checkpoint_in_the_data_dir(tmp_path):
-    root = broken_data_dir(tmp_path / "data", adder=untrained_adder(), encoding="alibi")
+    root = broken_data_dir(tmp_path / "data", adder=random_weights_adder(), encoding="alibi")
     proc = run_pytest(
         ["tests/test_claims.py", "-k", "adder_metrics or seed0_cells or roles or ablation_headlines"], root
     )
@@ -217,7 +217,7 @@ def assert_notebook_fails(path: str, data_dir: Path) -> None:
 @full_only
 @pytest.mark.parametrize("prefix", ["02", "04"])
 def test_adder_notebooks_fail_with_an_untrained_adder(prefix, tmp_path):
-    assert_notebook_fails(notebook(prefix), broken_data_dir(tmp_path / "data", adder=untrained_adder()))
+    assert_notebook_fails(notebook(prefix), broken_data_dir(tmp_path / "data", adder=random_weights_adder()))
 
 
 @full_only
