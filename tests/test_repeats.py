@@ -93,3 +93,9 @@ def test_in_the_course_every_stub_and_check_cell_runs(path):
     if path.name.startswith("02"):  # the point: the training demos run once, in the solution edition
         trains = [i for i, c in enumerate(student) if "train_adder(" in c.source]
         assert trains and set(trains) <= set(skip), (trains, sorted(skip))
+
+
+def test_an_object_a_learner_dependent_cell_handed_the_learners_code_to_is_learner_dependent_after():
+    made = "import torch\nmodel = torch.nn.Linear(2, 2)"
+    cells = [made, SOLVED, "install(model, my_f)", "print(model(torch.ones(2)))", "print(torch.ones(1))"]
+    assert skipped(cells, [made, STUB, *cells[2:]]) == [4]  # the model now carries the learner's code

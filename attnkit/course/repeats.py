@@ -100,7 +100,8 @@ def _names(source: str, modules: set):
 def cells_that_repeat_the_solution(student: list, solution: list) -> dict[int, str]:
     """{code cell index: why} for the student edition's cells that compute exactly what the solution
     edition's cell did. A cell depends on the learner when it differs from the solution edition's (a
-    stub) or reads a name such a cell bound (or, for a stub, read). A cell must
+    stub) or reads a name such a cell bound or read (it may have handed the learner's code to that
+    object: a hook registered on the model). A cell must
     run when it depends on the learner, is a check cell, changes state another cell made, or binds
     a name a cell that must run reads. Nothing is skipped in a notebook with a cell that does not parse."""
     if len(student) != len(solution):
@@ -121,8 +122,8 @@ def cells_that_repeat_the_solution(student: list, solution: list) -> dict[int, s
     for cell, original, (read, bound, self_contained) in zip(student, solution, parsed):
         stub = cell.source != original.source
         learner = stub or bool(read & tainted)
-        if learner:
-            tainted |= bound | (read - set(vars(builtins)) if stub else set())
+        if learner:  # what it binds, and what it reads: it may have handed the learner's code to it
+            tainted |= bound | (read - set(vars(builtins)) - modules)  # (adder.model.register_forward_hook(my_hook))
         must.append(learner or "check" in cell.get("metadata", {}).get("tags", []) or not self_contained)
     needed: set = set()
     for i in reversed(range(len(student))):
