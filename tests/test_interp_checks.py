@@ -14,6 +14,7 @@ from attnkit.adder import Adder
 from attnkit.adder.data import carry_stats
 from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
 from attnkit.exercises import patching as patching_checks
+from attnkit.exercises import patching_effect
 from attnkit.interp import patching
 
 from helpers import assert_hint, assert_hint_chain, assert_passes, checker_line
@@ -138,11 +139,11 @@ def test_normalised_effect_wrong_signature_is_a_hint():
 def test_normalised_effect_mistake_table_tells_its_mistakes_apart():
     """Over the checker's float cases no two mistakes (nor a mistake and the right answer) give the
     same numbers, so a mistake's hint can never name another one."""
-    rows = [[patching_checks._effect(*case) for case in patching_checks._EFFECT_CASES]]
+    rows = [[patching_effect._effect(*case) for case in patching_effect._EFFECT_CASES]]
     with np.errstate(all="ignore"):
         rows += [
-            [m(*map(np.float64, case)) for case in patching_checks._EFFECT_CASES]
-            for m, _ in patching_checks._EFFECT_MISTAKES
+            [m(*map(np.float64, case)) for case in patching_effect._EFFECT_CASES]
+            for m, _ in patching_effect._EFFECT_MISTAKES
         ]
     for i, a in enumerate(rows):
         for b in rows[i + 1 :]:

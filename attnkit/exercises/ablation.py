@@ -4,6 +4,10 @@ line, ✅ or a hint naming the likely mistake, never a traceback; True when pass
 They test on the checker's own material, never the notebook's: random z tensors, a tiny
 seeded encoder-decoder (3 heads per layer, 1 + 2 layers, d_head 4), and synthetic accuracy
 functions with heads that back each other up. Global RNG state is left as it was.
+
+The checkers are here, where the notebook imports them; what they share lives beside them:
+ablation_values (calling the learner's code, reading its result), ablation_activations (the hook's
+and the mean z's hints) and ablation_rankings (pruning's and gradient importance's cases and mistakes).
 """
 
 from __future__ import annotations
@@ -12,134 +16,17 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from ..adder.data import PAD
-from ..core.hooks import HookPoint, ablate_heads, gate_z
-from .checking import GENERAL_ADVICE, Hint, call, checker, refuse_list, require_tensor, wrote_into_activation
+from ..core.hooks import HookPoint, ablate_heads
+from .ablation_activations import HOOK_ADVICE, MEAN_Z_ADVICE, _diagnose_hook, _mean_z_mistakes, _mean_z_shapes
+from .ablation_rankings import IMPORTANCE_ADVICE, PRUNE_ADVICE, _gate_grads, _importance_mistakes, _pruning_cases
+from .ablation_values import _array, _learner, _randn, _same
+from .checking import Hint, checker, require_tensor, wrote_into_activation
 from .models import sum_batches, tiny_ablation_model
 
-
-def _learner(fn: Callable, *args, context: str = "", advice: tuple = (), **kwargs):
-    """checking.call, with this exercise's own advice first: ((fragment of the message, advice), ...)."""
-    if not callable(fn):
-        raise Hint(f"expected a function, got a {type(fn).__name__}: pass the function itself, without calling it")
-    return call(fn, *args, context=context, advice=tuple(advice) + GENERAL_ADVICE, **kwargs)
-
-
-def _randn(*shape: int, gen: torch.Generator) -> Tensor:
-    return torch.randn(*shape, generator=gen)
-
-
-def _same(a: Tensor, b: Tensor, tol: float = 1e-5) -> bool:
-    return a.shape == b.shape and torch.allclose(a.double(), b.double(), atol=tol, rtol=tol)
-
-
-def _array(x, what: str) -> np.ndarray:
-    """A learner's numbers (tensor, numpy array, list) as a float64 array, or a hint."""
-    if x is None:
-        raise Hint(f"your {what} returned None — did you forget `return`?")
-    refuse_list(x, f"{what}'s result")
-    if isinstance(x, Tensor):
-        x = x.detach().cpu()
-    try:
-        out = np.asarray(x, dtype=np.float64)
-    except (TypeError, ValueError, RuntimeError):
-        raise Hint(f"your {what} returned a {type(x).__name__}, expected a tensor of numbers") from None
-    return out
-
-
 # ---------------------------------------------------------------- ⭐ an ablation hook
-
-
-def _changed_slices(changed: Tensor) -> dict[int, list[int]]:
-    """For each axis of a (batch, heads, pos, d_head) bool tensor, the indices where anything changed."""
-    return {axis: sorted(set(changed.nonzero()[:, axis].tolist())) for axis in range(changed.dim())}
-
-
-def _diagnose_hook(got: Tensor, z: Tensor, head: int, fill: Tensor | None) -> str:
-    """The hint for a hook whose output is not z with z[:, head] replaced."""
-    batch, n_heads, n_pos, d_head = z.shape
-    changed = got != z
-    if not changed.any():
-        return (
-            "your hook leaves z unchanged: set head `head`'s z to 0 (fill None) or to fill[head], at every "
-            "position, and return z"
-        )
-    where = _changed_slices(changed)
-    if where[1] == list(range(n_heads)) and n_heads > 1:
-        if where[2] == [head] and n_pos > 1:
-            return (
-                f"you replaced position {head} of every head: z is (batch, heads, pos, d_head), so the head "
-                f"axis is 1 — z[:, head], not z[:, :, head]"
-            )
-        if where[3] == [head] and d_head > 1:
-            return (
-                f"you replaced feature {head} of every head: z is (batch, heads, pos, d_head), so the head "
-                f"axis is 1 — z[:, head], not z[..., head]"
-            )
-        if where[0] == [head] and batch > 1:
-            return (
-                f"you replaced problem {head} of the batch: z is (batch, heads, pos, d_head), so the head "
-                f"axis is 1 — z[:, head], not z[head]"
-            )
-        return (
-            "you changed every head of the layer: only head `head` is removed, z[:, head]; the other heads keep their z"
-        )
-    if where[1] != [head]:
-        wrong = [h for h in where[1] if h != head]
-        return f"you changed head(s) {wrong}, but head {head} was asked for (heads are 0-based: head h is z[:, h])"
-    if where[0] != list(range(batch)) or where[2] != list(range(n_pos)):
-        return (
-            "only part of the head was replaced: replace it for every problem of the batch and at every "
-            "query position, z[:, head] = ..."
-        )
-    mine = got[:, head]
-    if fill is None:
-        return f"head {head} should be exactly 0 at every position (zero ablation), not other values"
-    if _same(mine, torch.zeros_like(mine)):
-        return (
-            "with fill given, head `head` should become fill[head] (its reference mean z) at every "
-            "position — you put 0 there (that is zero ablation)"
-        )
-    batch_means = [z[:, head].mean(dim=(0, 1)), z[:, head].mean(dim=1, keepdim=True), z[:, head].mean(dim=0)]
-    if any(_same(mine, m.expand_as(mine)) for m in batch_means):
-        return (
-            "you used this batch's own mean of the head: use fill[head], the reference mean computed once "
-            "on the held-out set — a batch's own mean changes with the batch, and on one problem it "
-            "keeps most of that problem's information"
-        )
-    if _same(mine, fill.mean(dim=0).expand_as(mine)):
-        return "you averaged fill over the heads: fill[head] is head `head`'s own mean vector (d_head numbers)"
-    if _same(mine, fill[head].mean().expand_as(mine)):
-        return (
-            "you averaged fill[head] into one number: put the whole vector fill[head] (d_head numbers) at "
-            "every position"
-        )
-    if _same(mine, z[:, head] + fill[head]):
-        return "you added fill[head] to the head's z: replace z[:, head] by fill[head] instead"
-    for other in range(n_heads):
-        if other != head and _same(mine, fill[other].expand_as(mine)):
-            return f"you put fill[{other}] in head {head}: use the removed head's own mean, fill[head]"
-    return f"head {head} should be fill[head] at every position and in every problem of the batch"
-
-
-HOOK_ADVICE = (
-    (
-        "must match the size",
-        "z[:, head] is (batch, pos, d_head): assign 0.0 or fill[head], shape "
-        "(d_head,), which broadcasts over the batch and positions (fill itself is "
-        "(heads, d_head))",
-    ),
-    ("expand", "z[:, head] is (batch, pos, d_head): assign 0.0 or fill[head], shape (d_head,)"),
-    ("out of bounds", "z is (batch, heads, pos, d_head): the head is z[:, head]"),
-    ("is ambiguous", "test `fill is None`, not `if fill:` — a tensor of many numbers is neither True nor False"),
-    (
-        "unexpected keyword argument 'hook'",
-        "the model calls a hook as hook(z, hook=point), TransformerLens's way: name its second argument `hook`",
-    ),
-)
 
 
 @checker(
@@ -246,34 +133,14 @@ def check_mean_z(fn: Callable) -> str:
             z_in,
             real_in,
             context=where,
-            advice=(
-                (
-                    "shape of the mask",
-                    "real is (batch, pos) but z is (batch, heads, pos, d_head): z.transpose(1, 2)[real] "
-                    "gives the real positions' vectors, (n_real, heads, d_head)",
-                ),
-                (
-                    "must match the size",
-                    "real is (batch, pos) and z is (batch, heads, pos, d_head): line them up with "
-                    "real[:, None, :, None]",
-                ),
-            ),
+            advice=MEAN_Z_ADVICE,
         )
         if not (torch.equal(z_in, z) and torch.equal(real_in, real)):
             raise Hint("your function changed its input in place (e.g. z *= ...): compute on a copy")
         require_tensor(got, "function's result")  # it is the `fill` of a hook, assigned into z
         got = _array(got, "function")
         shape = (n_heads, d_head)
-        wrong_shapes = [  # the first that fits names the mistake (two can coincide, e.g. batch = heads)
-            ((n_heads,), "you averaged d_head away too: keep one vector per head, shape (heads, d_head)"),
-            (
-                (n_pos, d_head),
-                "you averaged over the heads: average over the batch and position axes (0 and 2), keep the head axis",
-            ),
-            ((batch, n_heads, d_head), "you kept the batch axis: average over every problem's positions too"),
-            ((n_heads, n_pos, d_head), "you kept the position axis: average over the positions too"),
-            ((batch, n_pos, d_head), "you averaged over the heads: average over the batch and position axes (0 and 2)"),
-        ]
+        wrong_shapes = _mean_z_shapes(batch, n_heads, n_pos, d_head)
         if got.shape != shape:
             for wrong_shape, hint in wrong_shapes:
                 if got.shape == wrong_shape:
@@ -293,23 +160,7 @@ def check_mean_z(fn: Callable) -> str:
                     "divide the sum over every problem by the total number of real positions, real.sum()" + where
                 )
             raise Hint(f"NaN in your result{where}, where every head's mean is a finite number")
-        wrong = [
-            (zd.mean(dim=(0, 2)), "padding positions counted: average only where real is True"),
-            (
-                (zd * mask).sum(dim=(0, 2)) / (batch * n_pos),
-                "divided by every position, padding included: divide by the number of real positions, real.sum()",
-            ),
-            (
-                per_problem,
-                "you averaged each problem's mean: a problem with more real positions must weigh more — "
-                "sum z over every real position of every problem, then divide by their total number",
-            ),
-            (
-                (zd * (1 - mask)).sum(dim=(0, 2)) / (~real).sum().clamp(min=1),
-                "the mask is inverted: real is True at real tokens, so keep those and drop the others",
-            ),
-        ]
-        for candidate, message in wrong:
+        for candidate, message in _mean_z_mistakes(z, real, per_problem):
             if torch.allclose(got_t, candidate, atol=1e-5, rtol=1e-5):
                 raise Hint(message + where)
         ratio = (got_t / want).flatten()
@@ -328,76 +179,6 @@ def check_mean_z(fn: Callable) -> str:
 # ---------------------------------------------------------------- ⭐⭐ greedy joint pruning
 
 
-class _Accuracy:
-    """A synthetic `accuracy(removed)`: each head has its own small cost, and some groups of heads
-    back each other up (one alone costs little, the whole group a lot). Records every call."""
-
-    def __init__(self, heads: list[str], costs: list[float], backups: list[tuple[list[int], float]]):
-        self.heads, self.costs, self.backups = heads, dict(zip(heads, costs)), backups
-        self.calls: list[tuple[str, ...]] = []
-
-    def value(self, removed) -> float:
-        gone = set(removed)
-        acc = 0.995 - sum(self.costs[h] for h in gone)
-        for group, penalty in self.backups:
-            if all(self.heads[i] in gone for i in group):
-                acc -= penalty
-        return acc
-
-    def __call__(self, removed) -> float:
-        if isinstance(removed, str):
-            raise TypeError(
-                f"accuracy() takes the list of removed head ids, not the single string {removed!r}: wrap it in a list"
-            )
-        try:
-            removed = list(removed)
-        except TypeError:
-            raise TypeError(f"accuracy() takes a list of head ids, not a {type(removed).__name__}") from None
-        unknown = [h for h in removed if h not in self.costs]
-        if unknown:
-            raise ValueError(f"accuracy() got {unknown[0]!r}, which is not one of the heads")
-        self.calls.append(tuple(removed))
-        return self.value(removed)
-
-    def greedy(self, best=max) -> tuple[list[str], list[float]]:
-        removed: list[str] = []
-        remaining, curve = list(self.heads), [self.value([])]
-        while remaining:
-            h = best(remaining, key=lambda h: self.value(removed + [h]))
-            removed.append(h)
-            remaining.remove(h)
-            curve.append(self.value(removed))
-        return removed, curve
-
-    def one_shot(self) -> list[str]:
-        return sorted(self.heads, key=lambda h: -self.value([h]))
-
-
-def _pruning_cases() -> list[_Accuracy]:
-    seven = [
-        "enc.self.0.0",
-        "enc.self.0.1",
-        "enc.self.0.2",
-        "dec.self.0.0",
-        "dec.self.0.1",
-        "dec.cross.0.0",
-        "dec.cross.0.1",
-    ]
-    five = ["enc.self.1.0", "enc.self.1.1", "enc.self.1.2", "enc.self.1.3", "enc.self.1.4"]
-    return [
-        # 0 and 1 back each other up; so do 2, 3 and 4: a one-shot ranking removes them together
-        _Accuracy(
-            seven,
-            [0.001, 0.0015, 0.002, 0.0025, 0.0031, 0.04, 0.0035],
-            [([0, 1], 0.2), ([2, 3, 4], 0.3), ([5, 6], 0.05)],
-        ),
-        _Accuracy(five, [0.012, 0.001, 0.0022, 0.03, 0.0013], [([1, 4], 0.1), ([1, 2], 0.06)]),
-        _Accuracy(["dec.cross.2.0"], [0.4], []),
-        # ties (costs in powers of 2: equal sums are equal floats): the first of equals, in heads' order
-        _Accuracy(["dec.self.1.0", "dec.self.1.1", "dec.self.1.2", "dec.self.1.3"], [2**-6, 2**-6, 2**-5, 2**-6], []),
-    ]
-
-
 @checker("prune_order", "04-prune-order", "my_prune_order", references=("attnkit.interp.studies:prune_order",))
 def check_prune_order(fn: Callable) -> str:
     """`fn(heads, accuracy)` -> (order, curve): greedy backward elimination — at each step remove
@@ -412,12 +193,7 @@ def check_prune_order(fn: Callable) -> str:
             given,
             acc,
             context=where,
-            advice=(
-                (
-                    "'_Accuracy'",
-                    "the arguments are (heads, accuracy), in that order: heads is the list, accuracy the function",
-                ),
-            ),
+            advice=PRUNE_ADVICE,
         )
         if given != heads:
             raise Hint(
@@ -510,78 +286,6 @@ def check_prune_order(fn: Callable) -> str:
 # ---------------------------------------------------------------- ⭐⭐⭐ gradient importance
 
 
-def _gate_grads(model, batches, at: float = 1.0, only: str | None = None, ignore_pad: bool = True) -> dict[str, Tensor]:
-    """{module: (problems, heads)} each problem's own ∂L(x)/∂ξ_h, gates at `at` (on `only`, or every
-    module), L(x) the problem's summed cross-entropy (PAD ignored unless ignore_pad is False)."""
-    modules = model.attention_modules()
-    out: dict[str, list] = {name: [] for name in modules}
-    with model.without_hooks(), torch.enable_grad():
-        for src, tgt_in, gold in batches:
-            gates = {
-                name: torch.full((len(src), m.n_heads), at if only in (None, name) else 1.0, requires_grad=True)
-                for name, m in modules.items()
-            }
-            hooks = [(f"{name}.hook_z", lambda z, hook, g=g: gate_z(z, g)) for name, g in gates.items()]
-            logits = model.run_with_hooks(src, tgt_in, hooks=hooks)
-            loss = F.cross_entropy(
-                logits.flatten(0, 1), gold.flatten(), ignore_index=PAD if ignore_pad else -100, reduction="sum"
-            )
-            for name, g in zip(gates, torch.autograd.grad(loss, list(gates.values()))):
-                out[name].append(g.double())
-    return {name: torch.cat(parts) for name, parts in out.items()}
-
-
-def _importance_mistakes(G: Tensor, sizes: list[int], tokens: list[int]) -> list[tuple[Tensor, str]]:
-    """Scores a learner gets by a common mistake, from each problem's gradients G (problems, heads)."""
-    n, n_batches = G.size(0), len(sizes)
-    per_batch = list(G.split(sizes))
-    batch_sums = torch.stack([g.sum(0) for g in per_batch])
-    cumulative = batch_sums.cumsum(0)
-    shared = "one gate shared by a whole batch: the problems' gradients add up and cancel before the abs"
-    hint_shared = (
-        f"{shared} — give each problem its own gate, torch.ones(batch, heads, requires_grad=True), "
-        f"so that row x of the gradient is problem x's"
-    )
-    hint_accum = (
-        "the gradients accumulate from one batch to the next: gate.grad adds up over .backward() "
-        "calls — use a fresh gate for each batch (or set gate.grad = None), or torch.autograd.grad"
-    )
-    return [
-        (
-            G.sum(0) / n,
-            "you forgot the abs: |∂L/∂ξ| of each problem, so that gradients of opposite sign do not "
-            "cancel — .abs() before averaging",
-        ),
-        (-G.sum(0) / n, "you forgot the abs (and the sign is flipped): take |∂L/∂ξ| of each problem before averaging"),
-        ((G.sum(0) / n).abs(), "you took the abs after averaging: take |∂L/∂ξ| of each problem first, then average"),
-        (batch_sums.abs().sum(0) / n, hint_shared),
-        (batch_sums.abs().mean(0), hint_shared),
-        (torch.stack([(g.sum(0) / len(g)).abs() for g in per_batch]).mean(0), hint_shared),
-        (cumulative.abs().sum(0) / n, hint_accum),
-        (G.cumsum(0).abs().sum(0) / n, hint_accum),
-        (
-            torch.stack([g.abs().sum(0) / t for g, t in zip(per_batch, tokens)]).sum(0) / n,
-            "the loss of a problem is the sum of its tokens' cross-entropies: F.cross_entropy(..., reduction='sum') "
-            "— the default 'mean' divides by the batch's number of tokens",
-        ),
-        (G.abs().sum(0), "you summed over the problems: divide by their number, to get a mean"),
-        (
-            G.abs().sum(0) / n_batches,
-            "you divided by the number of batches: divide by the number of problems (the batches differ in size)",
-        ),
-        (
-            torch.stack([g.abs().mean(0) for g in per_batch]).mean(0),
-            "you averaged the batches' means: each problem must count once — sum |∂L/∂ξ| over every problem, "
-            "divide by their total number (the batches differ in size)",
-        ),
-        (
-            (G.abs().sum(0) / n) / (G.abs().sum(0) / n).norm(),
-            "you normalised the scores (divided by their L2 norm): return the raw mean |∂L/∂ξ|; the per-layer "
-            "normalisation comes later, in the study",
-        ),
-    ]
-
-
 @checker(
     "head_importance",
     "04-head-importance",
@@ -608,23 +312,7 @@ def check_head_importance(fn: Callable) -> str:
             name,
             given,
             context=where,
-            advice=(
-                (
-                    "must match the size",
-                    "the gate must line up with z (batch, heads, pos, d_head): a (batch, heads) "
-                    "gate as gate[:, :, None, None]",
-                ),
-                (
-                    "does not require grad",
-                    "create the gate with requires_grad=True, and do not run under torch.no_grad()",
-                ),
-                (
-                    "not have been used in the graph",
-                    "the gate never reached the loss: multiply z by it inside the hook on f'{name}.hook_z' "
-                    "and run the model "
-                    "with that hook",
-                ),
-            ),
+            advice=IMPORTANCE_ADVICE,
         )
         if any(p.fns for p in model.hook_points().values()):
             raise Hint(

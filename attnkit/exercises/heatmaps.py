@@ -6,110 +6,40 @@ shapes (batch 1, head counts and operand lengths other than the trained adder's)
     heatmap_checks.check_row_entropy(my_row_entropy)
     heatmap_checks.check_typical_sample(my_typical_sample)
     heatmap_checks.check_aligned_share(my_aligned_share)
+
+The checkers are here, where the notebook imports them; what they share lives beside them:
+heatmaps_values (calling the learner's code, reading its result), heatmaps_rows (the row entropy's
+and the typical sample's cases and mistakes) and heatmaps_aligned (the aligned share's).
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
-from torch import Tensor
 
-from ..adder.data import EOS, PAD, encode_sources, encode_targets
-from ..core.hooks import ActivationCache
-from ..interp.roles import row_shares
-from .checking import Hint, NotDone, call, checker, refuse_list
-
-
-def _attempt(fn: Callable, *args, context: str = "", shapes: str = "", axes: bool = False):
-    """checking.call (numpy's warnings silenced too), after saying what to pass when `fn` is not a
-    function; `axes` and `shapes` add this exercise's advice for index and broadcasting errors."""
-    if isinstance(fn, type):
-        raise Hint(
-            f"you passed a class ({fn.__name__}): write a function (def ...) and pass it, e.g. check(my_function)"
-        )
-    if not callable(fn):
-        what = "None" if fn is None else f"a {type(fn).__name__}"
-        raise Hint(f"pass your function itself, e.g. check(my_function), not {what}")
-    advice = [
-        (
-            fragment,
-            "write it for any number of leading axes: count axes from the end (dim=-1 is the key "
-            "axis) and don't unpack a fixed number of sizes",
-        )
-        for fragment in ("out of range", "too many indices", "to unpack")
-        if axes
-    ]
-    advice += [
-        (fragment, shapes) for fragment in ("must match the size", "could not be broadcast", "shape mismatch") if shapes
-    ]
-    with np.errstate(all="ignore"):
-        return call(fn, *args, context=context, advice=advice)
-
-
-def _array(x, expected: str) -> np.ndarray:
-    """The learner's result as a float64 array; a Hint when it cannot be one."""
-    if x is None:
-        raise Hint("your function returned None — did you forget `return`?")
-    try:
-        if isinstance(x, Tensor):
-            x = x.detach().cpu().double().numpy()
-        arr = np.asarray(x, dtype=float)
-    except Exception:
-        raise Hint(f"your function returned a {type(x).__name__}, expected {expected}") from None
-    return arr
-
-
-def _close(got: np.ndarray, want, atol: float = 1e-5) -> bool:
-    want = np.asarray(want, dtype=float)
-    return got.shape == want.shape and bool(np.allclose(got, want, atol=atol, rtol=1e-4))
-
+from .checking import Hint, NotDone, checker, refuse_list
+from .heatmaps_aligned import (
+    ALIGNED_EXAMPLE,
+    _aligned_cases,
+    _aligned_contradicted,
+    _aligned_reference,
+    _aligned_variant,
+)
+from .heatmaps_rows import (
+    _entropy_bits,
+    _entropy_cases,
+    _row_text,
+    _typical_cases,
+    _typical_distance,
+    _typical_mistakes,
+)
+from .heatmaps_values import _array, _attempt, _close, _index
 
 # ---------------------------------------------------------------- entropy of each row
-
-
-def _entropy_bits(w: Tensor) -> Tensor:
-    """-sum w log2 w over the key axis, 0 log 0 = 0 (as attnkit.interp.roles computes it)."""
-    return -torch.special.xlogy(w, w).sum(-1) / math.log(2)
-
-
-def _entropy_cases() -> list[tuple[str, Tensor]]:
-    gen = torch.Generator().manual_seed(303)
-    # 4-D like cache["enc.self.0.hook_pattern"]: sample 1 has two padded keys (weight exactly 0),
-    # plus a one-hot row, a row uniform over all 7 keys and a row of zeros (a query that sees nothing).
-    logits = torch.randn(2, 3, 5, 7, generator=gen) * 2
-    logits[1, :, :, 5:] = -math.inf
-    a = logits.softmax(-1)
-    a[0, 0, 0] = torch.eye(7)[2]
-    a[0, 1, 4] = 1 / 7
-    a[1, 2, 3] = 0.0
-    # 2-D like one head of dec.self on one problem: causal, so row 0 is all on key 0.
-    b = (
-        (torch.randn(6, 6, generator=gen, dtype=torch.float64) * 2)
-        .masked_fill(~torch.ones(6, 6, dtype=torch.bool).tril(), -math.inf)
-        .softmax(-1)
-    )
-    # batch 1, 5 heads, 4 queries, 9 keys (none of them the notebook's sizes); key 7 never seen.
-    logits = torch.randn(1, 5, 4, 9, generator=gen) * 3
-    logits[..., 7] = -math.inf
-    c = logits.softmax(-1)
-    # 3-D (heads, q_pos, k_pos), peaked rows
-    d = (torch.randn(3, 4, 11, generator=gen) * 4).softmax(-1)
-    return [
-        ("4-D (batch, heads, q_pos, k_pos) pattern with zero weights, a one-hot row and a row of zeros", a),
-        ("2-D (q_pos, k_pos) causal pattern", b),
-        ("batch-1 pattern with 5 heads and 9 keys", c),
-        ("3-D (heads, q_pos, k_pos) pattern", d),
-    ]
-
-
-def _row_text(w: Tensor) -> str:
-    shown = ", ".join(f"{x:.2f}" for x in w[:8].tolist()) + (", …" if len(w) > 8 else "")
-    return f"[{shown}]"
 
 
 @checker("row_entropy", "03-row-entropy", "my_row_entropy")
@@ -222,114 +152,6 @@ def check_row_entropy(fn: Callable) -> str:
 # ---------------------------------------------------------------- typical sample
 
 
-def _typical_distance(values: np.ndarray, means: np.ndarray) -> np.ndarray:
-    """Per sample, the mean absolute difference to `means` over the measures `means` defines;
-    inf for a sample that lacks one of them (as attnkit.interp.roles.roles_from_cache)."""
-    defined = ~np.isnan(means)
-    dist = np.abs(values[:, defined] - means[defined]).mean(1)
-    return np.where(np.isnan(dist), np.inf, dist)
-
-
-def _typical_cases() -> list[tuple[str, np.ndarray, np.ndarray]]:
-    rng = np.random.default_rng(3)
-    # A: a decoder cross-attention head: prev and diag undefined (NaN for every sample), 14 samples.
-    means = np.array([0.05, 0.62, 0.18, np.nan, np.nan, 0.40])
-    defined = ~np.isnan(means)
-    n = 14
-    # mostly above the averages, so that the samples' own average is not `means`
-    diffs = rng.uniform(0.12, 0.4, (n, defined.sum())) * rng.choice([-1, 1], (n, defined.sum()), p=[0.2, 0.8])
-    values = np.full((n, 6), np.nan)
-    values[:, defined] = np.clip(means[defined] + diffs, 0, 1)
-    values[:, 0] = means[0] + np.abs(diffs[:, 0])  # shares stay >= 0
-    values[2, defined] = means[defined]  # perfect on what it has ...
-    values[2, 2] = np.nan  # ... but no carry row: cannot be typical
-    values[6, defined] = means[defined] + [0.3, 0, 0, 0]  # mean |diff| 0.075: the typical one
-    values[9, defined] = means[defined] + [0.1, -0.1, 0.1, -0.1]  # mean |diff| 0.1, but closer squared
-    values[4, defined] = means[defined] + [0.5, 0.35, 0.5, 0.55]  # the farthest
-    values[12, defined] = means[defined] + [-0.04, -0.3, -0.15, -0.3]  # the most below the averages
-    a = (
-        "14 samples of a cross-attention head (prev and diag NaN for every sample; sample 2 has no carry row)",
-        values,
-        means,
-    )
-    # B: a single sample, 4 measures, nothing missing.
-    b = ("a single sample with 4 measures", np.array([[0.2, 0.5, 0.1, 0.7]]), np.array([0.3, 0.4, 0.2, 0.6]))
-    # C: 23 samples, 5 measures all defined, three samples missing one (sample 0 among them).
-    means = rng.uniform(0.1, 0.9, 5)
-    values = np.clip(means + rng.normal(0, 0.25, (23, 5)), 0, 1)
-    values[[0, 11, 17], [1, 3, 4]] = np.nan
-    c = ("23 samples with 5 measures, samples 0, 11 and 17 missing one", values, means)
-    return [a, b, c]
-
-
-def _typical_mistakes(values: np.ndarray, means: np.ndarray) -> list[tuple[int, str]]:
-    """The sample each common mistake picks, and the hint that names it."""
-    dist = _typical_distance(values, means)
-    defined = ~np.isnan(means)
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        diff = values[:, defined] - means[defined]
-        finite = lambda d: np.where(np.isnan(d), np.inf, d)
-        return [
-            (
-                int(np.argmax(np.where(np.isinf(dist), -np.inf, dist))),
-                "you picked the sample *farthest* from the head's averages: the typical one has the smallest "
-                "distance (argmin, not argmax)",
-            ),
-            (
-                int(np.argmin(finite((diff**2).mean(1)))),  # also the Euclidean distance's pick
-                "you used squared differences (or the Euclidean distance): the notebook's distance is the mean "
-                "*absolute* difference (np.abs), which a single large difference does not dominate",
-            ),
-            (
-                int(np.argmin(finite(diff.mean(1)))),
-                "you averaged signed differences, so errors in opposite directions cancel: take np.abs of the "
-                "differences before averaging",
-            ),
-            (
-                int(np.argmin(finite(np.abs(values[:, defined] - np.nanmean(values[:, defined], 0)).mean(1)))),
-                "you compared with the average of `values` over the samples: compare with `means`, the head's "
-                "averages over every counted row (what the roles table shows)",
-            ),
-        ]
-
-
-def _index(out, n_samples: int, n_measures: int) -> int:
-    """The learner's answer as an index: an int (Python's, numpy's or a 0-d integer tensor), or a Hint."""
-    if isinstance(out, (bool, np.bool_)) or (isinstance(out, Tensor) and out.dtype == torch.bool):
-        raise Hint("your function returned a bool: return the index of the typical sample (an int)")
-    got = _array(out, "one int, the index of a sample")
-    if got.size != 1:
-        if got.shape == (n_samples,):
-            raise Hint(
-                f"you returned {n_samples} values (one distance per sample?): return the index of the "
-                "smallest, e.g. int(np.argmin(distance))"
-            )
-        if got.shape == (n_measures,):
-            raise Hint("you returned a row of measures: return the index of the sample, not its values")
-        raise Hint(f"you returned an array of shape {got.shape}: return one int, the index of a sample")
-    got = got.reshape(())
-    if not (np.isfinite(got) and float(got).is_integer()):
-        raise Hint(f"you returned {float(got):g}: return the index of a sample, an int from 0 to {n_samples - 1}")
-    if (
-        isinstance(out, (float, np.floating))
-        or getattr(out, "dtype", None) in (np.float32, np.float64)
-        or (isinstance(out, Tensor) and out.is_floating_point())
-    ):  # an index must index: values[3.0] fails
-        raise Hint(
-            f"you returned {float(got):g} as a float ({getattr(out, 'dtype', type(out).__name__)}): return the "
-            "index as an int (int(...), or np.argmin's own integer), so that values[i] works",
-            mistake="index-not-int",
-        )
-    i = int(got)
-    if not 0 <= i < n_samples:
-        raise Hint(
-            f"you returned {i}, but there are {n_samples} samples (rows of `values`): return the index "
-            f"of a row, from 0 to {n_samples - 1}"
-        )
-    return i
-
-
 @checker("typical_sample", "03-typical-sample", "my_typical_sample")
 def check_typical_sample(fn: Callable) -> str:
     """`fn(values, means)` -> int: the sample whose measures are closest to the head's averages."""
@@ -377,117 +199,6 @@ def check_typical_sample(fn: Callable) -> str:
 
 
 # ---------------------------------------------------------------- share on the aligned column
-
-
-def _problem_cache(a: np.ndarray, b: np.ndarray, n_digits: int, n_heads: int, seed: int) -> ActivationCache:
-    """A cache laid out as Adder.run_with_cache makes it (zero-padded sources; tgt = <s> and the
-    answer's digits, then padding), with random but peaked attention patterns."""
-    gen = torch.Generator().manual_seed(seed)
-    src = encode_sources(a, b, n_digits, zero_pad=True)  # (batch, 2 n_digits + 1)
-    tgt = encode_targets(a + b, n_digits)[:, :-1]  # <s> digits </s> pad, cut
-    tgt = tgt.masked_fill(tgt == EOS, PAD)  # as run_with_cache leaves it
-    batch, s, t = len(a), src.size(1), tgt.size(1)
-    store = {}
-    for layer in range(2):
-        for name, (q, k) in (("enc.self", (s, s)), ("dec.self", (t, t)), ("dec.cross", (t, s))):
-            logits = torch.randn(batch, n_heads, q, k, generator=gen) * 2.5
-            if name == "dec.self":
-                logits = logits.masked_fill(~torch.ones(t, t, dtype=torch.bool).tril(), -math.inf)
-            store[f"{name}.{layer}.hook_pattern"] = logits.softmax(-1)
-    store["src"], store["tgt"] = src, tgt
-    return ActivationCache(store)
-
-
-def _aligned_cases() -> list[tuple[str, ActivationCache, str]]:
-    rng = np.random.default_rng(15)
-    edge = [(663, 497), (5, 5), (0, 0), (999, 1), (45, 55), (7, 8), (500, 500), (12, 34)]
-    a = np.array([x for x, _ in edge] + list(rng.integers(0, 1000, 32)))
-    b = np.array([y for _, y in edge] + list(rng.integers(0, 1000, 32)))
-    cases = [
-        ("40 three-digit problems, 3 heads per layer", _problem_cache(a, b, 3, 3, seed=9), "dec.cross.1.2"),
-        (
-            "one problem, 5+5, 5 heads per layer",
-            _problem_cache(np.array([5]), np.array([5]), 3, 5, seed=2),
-            "dec.cross.0.4",
-        ),
-    ]
-    for n_digits, n, heads, head, seed in ((2, 17, 2, "dec.cross.1.0", 3), (4, 9, 6, "dec.cross.0.3", 4)):
-        a, b = rng.integers(0, 10 ** rng.integers(1, n_digits + 1, n)), rng.integers(0, 10**n_digits, n)
-        cases.append(
-            (
-                f"{n} {n_digits}-digit problems, {heads} heads per layer",
-                _problem_cache(a, b, n_digits, heads, seed),
-                head,
-            )
-        )
-    return cases
-
-
-def _aligned_variant(
-    cache,
-    head: str,
-    *,
-    shift: int = 0,
-    fixed_len: bool = False,
-    keys: str = "ab",
-    mirrored: bool = False,
-    key_mean: bool = False,
-    rows: str = "counted",
-    per_problem: bool = False,
-    first_only: bool = False,
-    all_heads: bool = False,
-) -> float:
-    """The aligned share, or what a learner's code computes with one mistake switched on."""
-    kind, layer, h = head.rsplit(".", 2)
-    pattern = cache[f"{kind}.{layer}.hook_pattern"].double()
-    pattern = pattern.mean(1) if all_heads else pattern[:, int(h)]  # (batch, q_pos, k_pos)
-    src, tgt = cache["src"], cache["tgt"]
-    if first_only:
-        pattern, src, tgt = pattern[:1], src[:1], tgt[:1]
-    n_digits = (src.size(1) - 1) // 2
-    n = torch.full((len(tgt),), n_digits + 1) if fixed_len else (tgt[:, 1:] < 10).sum(1)
-    t = torch.arange(tgt.size(1))
-    place = n[:, None] - 1 - (t - shift)  # the place value position t writes
-    counted = (place >= 0) & (place < n_digits) & (tgt != PAD)
-    p = place.clamp(0, n_digits - 1)
-    a_key = p if mirrored else n_digits - 1 - p
-    b_key = n_digits + 1 + p if mirrored else 2 * n_digits - p
-    on_a, on_b = pattern.gather(2, a_key[..., None])[..., 0], pattern.gather(2, b_key[..., None])[..., 0]
-    share = {"ab": on_a + on_b, "a": on_a, "b": on_b}[keys] / (2 if key_mean else 1)
-    share = share * counted
-    if per_problem:
-        return float((share.sum(1) / counted.sum(1)).mean())
-    over = {"counted": counted, "real": tgt != PAD, "all": torch.ones_like(counted)}[rows]
-    return float(share.sum() / over.sum())
-
-
-def _aligned_contradicted(fn: Callable, mistake: dict) -> bool:
-    """Does the learner's code, on another case, give a wrong number that this mistake does not give?
-    One number can fit a mistake by chance; the hint names it only when no case says otherwise."""
-    for _label, cache, head in _aligned_cases():
-        try:
-            got = _array(_attempt(fn, cache, head), "one number")
-        except Hint:
-            continue  # a case the code cannot run on says nothing about this mistake
-        if got.size != 1:
-            continue
-        share = float(got.reshape(()))
-        close = lambda x: math.isclose(share, x, rel_tol=1e-4, abs_tol=1e-5)
-        if not close(_aligned_reference(cache, head)) and not close(_aligned_variant(cache, head, **mistake)):
-            return True
-    return False
-
-
-def _aligned_reference(cache, head: str) -> float:
-    """attnkit's own number: the mean of roles.row_shares over every counted row."""
-    return float(np.nanmean(row_shares(cache, head, "aligned")["share"]))
-
-
-ALIGNED_EXAMPLE = (
-    "e.g. 663+497 → 1160: decoder position 0 writes the thousands digit (no column: left out), "
-    "1 the hundreds (keys 0 and 4), 2 the tens (keys 1 and 5), 3 the units (keys 2 and 6), "
-    "4 writes </s> (left out)"
-)
 
 
 @checker("aligned_share", "03-aligned-share", "my_aligned_share", references=("attnkit.interp.roles:row_shares",))

@@ -6,169 +6,27 @@ non-power-of-two widths, lengths 1 and 7, 1 to 8 heads) and, when it differs, re
 mistakes (sines and cosines as halves, 10000^(-i/d) instead of 10000^(-2i/d), a rotation the wrong
 way, symmetric ALiBi, ...) to name the one that was made. Nothing the learner hands over makes a
 checker raise: numpy arrays, lists, None, a wrong signature all become a hint.
+
+The checkers are here, where the notebook imports them; what they share lives beside them:
+positional_values (reading a learner's result), positional_sinusoids (the rebuilt mistakes of the
+table, the shift matrix and RoPE) and positional_masks (ALiBi's and the max-pool's cases and mistakes).
 """
 
 from __future__ import annotations
 
-import itertools
 import re
-import warnings
 from collections.abc import Callable
 
-import numpy as np
 import torch
 from torch import Tensor
 
 from ..core import positional
-from .checking import Hint, NotDone, call, checker, first_line, refuse_list, require_tensor
-
-BASE = 10000.0
-
-
-def _run(fn, *args, context: str = ""):
-    """checking.call, after saying what to pass when it is not a function."""
-    if not callable(fn):
-        raise Hint(f"pass your function itself (e.g. check(my_function)), not {_a(fn)}")
-    return call(fn, *args, context=context)
-
-
-def _a(x) -> str:
-    name = type(x).__name__
-    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
-
-
-def _array(x, what: str, integers: bool = False) -> Tensor:
-    """The learner's result as a float64 CPU tensor; a torch tensor, numpy array or nested list.
-    An integer array is refused with a hint unless `integers` (then a later check names it)."""
-    if x is None:
-        raise Hint(f"your {what} is None — did you forget `return`?")
-    refuse_list(x, what)
-    if (isinstance(x, np.ndarray) and np.iscomplexobj(x)) or (isinstance(x, Tensor) and x.is_complex()):
-        raise Hint(f"your {what} is complex: return real numbers (sin and cos separately)")
-    is_tensor, is_numpy = isinstance(x, Tensor), isinstance(x, np.ndarray)
-    if (is_tensor and x.dtype in (torch.float16, torch.bfloat16)) or (is_numpy and x.dtype == np.float16):
-        raise Hint(f"your {what} is {x.dtype}: too coarse for this check — compute in float32 or float64")
-    if not integers and ((is_tensor and not x.is_floating_point()) or (is_numpy and x.dtype.kind in "biu")):
-        raise Hint(
-            f"your {what} holds integers ({x.dtype}): the values are fractions — create it as a float "
-            "array (e.g. np.zeros(shape) or torch.zeros(shape), not zeros_like of an integer arange)"
-        )
-    if isinstance(x, Tensor):
-        t = x.detach().cpu()
-    elif isinstance(x, (np.ndarray, list, tuple, int, float, np.number)):
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("error", np.exceptions.ComplexWarning)  # complex -> float drops a part
-                t = torch.from_numpy(np.array(x, dtype=np.float64))
-        except Exception:
-            raise Hint(
-                f"your {what} is {_a(x)} that is not an array of numbers: return a tensor (or numpy array)"
-            ) from None
-    else:
-        raise Hint(f"your {what} is {_a(x)}, expected a tensor (or numpy array)")
-    return t.double()
-
-
-def _dtype(x: Tensor, dtype: torch.dtype, what: str, why: str) -> None:
-    """The values are right; the dtype must be `dtype` too (`why`: whose dtype it is, what breaks)."""
-    if x.dtype != dtype:
-        raise Hint(
-            f"the values are right, but your {what} is {x.dtype}, expected {dtype} ({why}) — build its "
-            f"tensors in that dtype (dtype=...) or end with .to({dtype})",
-            mistake="wrong-dtype",
-        )
-
-
-def _shape(t: Tensor, expected: tuple, what: str, known: dict) -> Tensor:
-    """Check a shape; `known` maps a wrong shape to the hint that explains it."""
-    got = tuple(t.shape)
-    if got != expected:
-        if got in known:
-            raise Hint(known[got])
-        raise Hint(f"your {what} has shape {got}, expected {expected}")
-    return t
-
-
-def _close(a: Tensor, b: Tensor, atol: float = 1e-5) -> bool:
-    return a.shape == b.shape and bool(torch.allclose(a.double(), b.double(), atol=atol, rtol=1e-4))
-
-
-def _join(mistakes: list[str]) -> str:
-    return mistakes[0] if len(mistakes) == 1 else f"{len(mistakes)} mistakes: " + "; and ".join(mistakes)
-
-
-# ---------------------------------------------------------------- frequencies, shared by three exercises
-
-
-# name -> (ω_i for i = 0 … d/2-1, the hint when a learner's code used it)
-def _omegas(d: int) -> dict[str, tuple[Tensor, str]]:
-    i = torch.arange(d // 2, dtype=torch.float64)
-    return {
-        "right": (BASE ** (-2 * i / d), ""),
-        "i": (
-            BASE ** (-i / d),
-            "frequencies use 10000^(-i/d): the exponent is -2i/d — "
-            "arange(0, d, 2) is already 2i, arange(d // 2) is i and needs the 2",
-        ),
-        "4i": (
-            BASE ** (-4 * i / d),
-            "frequencies use 10000^(-4i/d): arange(0, d, 2) is already 2i, do not multiply it by 2 again",
-        ),
-        "positive": (
-            BASE ** (2 * i / d),
-            "frequencies grow instead of shrinking: ω_i = 10000^(-2i/d) "
-            "(a minus in the exponent), so the angle is p / 10000^(2i/d), "
-            "not p · 10000^(2i/d)",
-        ),
-    }
-
+from .checking import Hint, NotDone, checker, first_line, require_tensor
+from .positional_masks import _alibi_mistakes, _pool_candidates, _pool_cases, _runs
+from .positional_sinusoids import _rope_mistakes, _shift_mistakes, _table_mistakes
+from .positional_values import _a, _array, _close, _dtype, _run, _shape
 
 # ---------------------------------------------------------------- 1. the sinusoidal table
-
-
-def _table(n: int, d: int, omega: Tensor, layout: str, start: int = 0) -> Tensor:
-    angles = torch.arange(start, start + n, dtype=torch.float64)[:, None] * omega  # (n, d/2)
-    sin, cos = angles.sin(), angles.cos()
-    first, second = (sin, cos) if layout.startswith("sin") else (cos, sin)
-    if layout.endswith("halves"):
-        return torch.cat([first, second], dim=-1)
-    return torch.stack([first, second], dim=-1).reshape(n, d)
-
-
-_LAYOUTS = {
-    "sin-interleaved": "",
-    "cos-interleaved": "sin and cos swapped: the even columns 2i hold sin(p·ω_i), the odd columns 2i+1 cos(p·ω_i)",
-    "sin-halves": "sines first and cosines after (two halves): attnkit interleaves them, PE[p, 2i] = sin and "
-    "PE[p, 2i+1] = cos — fill table[:, 0::2] and table[:, 1::2] (or stack(..., dim=-1) then reshape)",
-    "cos-halves": "cosines first and sines after (two halves): attnkit interleaves them with the sine first, "
-    "PE[p, 2i] = sin and PE[p, 2i+1] = cos — fill table[:, 0::2] and table[:, 1::2]",
-}
-
-
-def _table_mistakes(got: Tensor, n: int, d: int) -> str:
-    """Name the mistakes that rebuild `got`, or '' when none of the usual ones does."""
-    for (layout, layout_hint), (_freq, (omega, freq_hint)), start in itertools.product(
-        _LAYOUTS.items(), _omegas(d).items(), (0, 1)
-    ):
-        if _close(got, _table(n, d, omega, layout, start)):
-            start_hint = "positions start at 1: the first row is position 0 (arange(n_pos))" if start else ""
-            return _join([h for h in (layout_hint, freq_hint, start_hint) if h])
-    omega = _omegas(d)["right"][0]
-    grid = omega[:, None] * torch.arange(n, dtype=torch.float64)  # (d/2, n): frequencies along the rows
-    scrambled = torch.stack([grid.sin(), grid.cos()], -1).reshape(n, d)
-    if n * d > 2 and _close(got, scrambled) and not _close(got, _table(n, d, omega, "sin-interleaved")):
-        return (
-            "positions and frequencies swapped: your angles are (d_model/2, n_pos) and reshaping them "
-            "scrambles the table — build them as positions[:, None] * omega[None, :], (n_pos, d_model/2)"
-        )
-    i = torch.arange(d // 2, dtype=torch.float64)
-    swapped = i[None, :] * BASE ** (-2 * torch.arange(n, dtype=torch.float64)[:, None] / d)
-    if _close(got, torch.stack([swapped.sin(), swapped.cos()], -1).reshape(n, d)):
-        return (
-            "positions and frequency indices swapped: the angle is p·ω_i (position times the frequency "
-            "of pair i), not i·ω_p"
-        )
-    return ""
 
 
 @checker(
@@ -254,63 +112,6 @@ def check_sinusoidal_table(fn: Callable) -> str:
 
 # ---------------------------------------------------------------- 2. the shift matrix M_k
 
-_BLOCKS = {  # (c, s) -> 2×2 block, and the hint when a learner's matrix is made of it
-    "right": (lambda c, s: [[c, s], [-s, c]], ""),
-    "transposed": (
-        lambda c, s: [[c, -s], [s, c]],
-        "your M_k turns the wrong way: it maps PE(p) to PE(p - k). For the (sin, cos) order of each "
-        "pair the block is [[cos kω, sin kω], [-sin kω, cos kω]] — yours is its transpose",
-    ),
-    "no minus": (
-        lambda c, s: [[c, s], [s, c]],
-        "not a rotation: one of the two sines needs a minus — [[cos kω, sin kω], [-sin kω, cos kω]]",
-    ),
-    "no minus'": (
-        lambda c, s: [[c, -s], [-s, c]],
-        "not a rotation: exactly one of the two sines has a minus — [[cos kω, sin kω], [-sin kω, cos kω]]",
-    ),
-    "swapped": (
-        lambda c, s: [[s, c], [-c, s]],
-        "sin and cos swapped in the block: cos kω goes on the diagonal, ±sin kω off it",
-    ),
-}
-
-
-def _shift(k: int, d: int, omega: Tensor, block, halves: bool = False) -> Tensor:
-    M = torch.zeros(d, d, dtype=torch.float64)
-    for i, w in enumerate(omega.tolist()):
-        b = torch.tensor(block(np.cos(k * w), np.sin(k * w)), dtype=torch.float64)
-        rows = [i, i + d // 2] if halves else [2 * i, 2 * i + 1]
-        M[np.ix_(rows, rows)] = b
-    return M
-
-
-def _shift_mistakes(got: Tensor, k: int, d: int) -> str:
-    for (bname, (block, block_hint)), (freq, (omega, freq_hint)), k_used, halves in itertools.product(
-        _BLOCKS.items(), _omegas(d).items(), (k, 1, -1), (False, True)
-    ):
-        if bname == "right" and freq == "right" and k_used == k and not halves:
-            continue
-        if _close(got, _shift(k_used, d, omega, block, halves)):
-            way = "forward" if k_used > 0 else "back"
-            k_hint = (
-                ""
-                if k_used == k
-                else f"k ignored: your M_k moves one step {way} whatever k is — block i turns by k·ω_i"
-            )
-            halves_hint = (
-                ""
-                if not halves
-                else (
-                    "pairs (i, i + d_model/2) rotated together: attnkit's pairs are the neighbouring columns "
-                    "(2i, 2i+1), sin then cos, so block i sits at rows and columns 2i, 2i+1"
-                )
-            )
-            mistakes = [h for h in (block_hint, freq_hint, k_hint, halves_hint) if h]
-            if mistakes:
-                return _join(mistakes)
-    return ""
-
 
 @checker(
     "shift_matrix",
@@ -362,51 +163,6 @@ def check_shift_matrix(fn: Callable) -> str:
 # ---------------------------------------------------------------- 3. the RoPE rotation
 
 _SHAPE_ERROR = re.compile(r"size|shape|dimension|unpack|broadcast|index|must match", re.I)
-
-
-def _rope(x: Tensor, omega: Tensor, pairs: str = "interleaved", sign: int = 1, start: int = 0) -> Tensor:
-    """RoPE with its usual variants: pairs "interleaved" (attnkit), "halves" (rotate_half), or
-    "interleaved, halves out" (neighbours rotated, then written back as two halves)."""
-    n, d = x.shape[-2], x.shape[-1]
-    angles = sign * torch.arange(start, start + n, dtype=torch.float64)[:, None] * omega  # (pos, d/2)
-    cos, sin = angles.cos(), angles.sin()
-    x1, x2 = (x[..., : d // 2], x[..., d // 2 :]) if pairs == "halves" else (x[..., 0::2], x[..., 1::2])
-    a, b = x1 * cos - x2 * sin, x1 * sin + x2 * cos
-    return torch.stack([a, b], dim=-1).flatten(-2) if pairs == "interleaved" else torch.cat([a, b], dim=-1)
-
-
-_PAIRS = {
-    "interleaved": "",
-    "halves": "pairs (i, i + d_head/2) rotated together (the rotate_half layout of GPT-NeoX and Llama code): "
-    "attnkit's pairs are neighbours (2i, 2i+1) — x[..., 0::2] and x[..., 1::2] — written back "
-    "interleaved",
-    "interleaved, halves out": "the rotated pairs are written back as two halves: interleave them again — "
-    "torch.stack([a, b], dim=-1).flatten(-2)",
-}
-
-
-def _rope_mistakes(got: Tensor, x: Tensor) -> str:
-    for (pairs, pairs_hint), sign, start, (_freq, (omega, freq_hint)) in itertools.product(
-        _PAIRS.items(), (1, -1), (0, 1), _omegas(x.shape[-1]).items()
-    ):
-        if _close(got, _rope(x, omega, pairs, sign, start)):
-            sign_hint = (
-                (
-                    "turned by -p·ω (the angle's sign): the pair (x1, x2) becomes "
-                    "(x1·cos θ − x2·sin θ, x1·sin θ + x2·cos θ)"
-                )
-                if sign < 0
-                else ""
-            )
-            start_hint = (
-                ("positions start at 1: the first position is 0 and is not turned at all (torch.arange(n_pos))")
-                if start
-                else ""
-            )
-            mistakes = [h for h in (pairs_hint, sign_hint, start_hint, freq_hint) if h]
-            if mistakes:
-                return _join(mistakes)
-    return ""
 
 
 @checker("rotate (RoPE)", "05-rope-rotate", "my_rotate", references=("attnkit.core.positional:rotate",))
@@ -484,155 +240,6 @@ def check_rotate(fn: Callable) -> str:
 # ---------------------------------------------------------------- 4. the directional ALiBi bias
 
 
-def _pair_slopes(n_heads: int) -> Tensor:
-    return positional.alibi_slopes((n_heads + 1) // 2).double().repeat_interleave(2)[:n_heads]
-
-
-def _slope_variants(H: int) -> dict[str, tuple[Tensor, str]]:
-    pairs = (H + 1) // 2
-    variants = {
-        "right": (_pair_slopes(H), ""),
-        "per head": (
-            positional.alibi_slopes(H).double(),
-            "each head got its own slope (alibi_slopes(n_heads)): a left head and the right head after "
-            "it share one — alibi_slopes(n_pairs) with n_pairs = (n_heads + 1) // 2, each repeated "
-            "twice (repeat_interleave(2)[:n_heads])",
-        ),
-        "tiled": (
-            positional.alibi_slopes(pairs).double().repeat(2)[:H],
-            "slopes tiled (a, b, a, b) instead of paired (a, a, b, b): use repeat_interleave(2), so that "
-            "heads 2h and 2h+1 share slope h",
-        ),
-        "reversed": (
-            _pair_slopes(H).flip(0),
-            "slopes in reverse order: the steepest, 2^(-8/n_pairs), goes to the first pair and 2^-8 to the last",
-        ),
-        "n = heads": (
-            (2.0 ** (-8.0 * torch.arange(1, pairs + 1, dtype=torch.float64) / H)).repeat_interleave(2)[:H],
-            "slopes computed with n = n_heads in 2^(-8h/n): the formula runs over the pairs, "
-            "n = n_pairs = (n_heads + 1) // 2, so that the last pair gets 2^-8",
-        ),
-        "pairs + 1": (
-            positional.alibi_slopes(H // 2 + 1).double().repeat_interleave(2)[:H],
-            "one pair too many for an even head count: n_pairs = (n_heads + 1) // 2, "
-            "which is n_heads / 2 when n_heads is even",
-        ),
-        "single": (
-            torch.full((H,), 2.0**-8, dtype=torch.float64),
-            "every head has the same slope: the pairs get 2^(-8/n), 2^(-16/n), …, 2^-8 with n the number of pairs",
-        ),
-    }
-    return variants
-
-
-def _alibi_value(n: int, slopes: Tensor, sign: int = 1, minus_one: bool = True) -> Tensor:
-    """(heads, q, k) values at every entry: -sign·slope·(|j - i| - 1 if minus_one else |j - i|)."""
-    distance = (torch.arange(n)[None, :] - torch.arange(n)[:, None]).abs().double()
-    return -sign * slopes[:, None, None] * (distance - 1 if minus_one else distance)
-
-
-def _alibi_blocked(n: int, H: int, left_even: bool = True) -> Tensor:
-    offset = torch.arange(n)[None, :] - torch.arange(n)[:, None]
-    right_keys, left_keys = offset > 0, offset < 0
-    even, odd = (right_keys, left_keys) if left_even else (left_keys, right_keys)
-    return torch.stack([even if h % 2 == 0 else odd for h in range(H)])
-
-
-def _alibi_mistakes(got: Tensor, n: int, H: int) -> str:
-    """Name what is wrong, in order: blocked keys, the diagonal, then the values of allowed keys."""
-    blocked, ref_blocked = got < -1e4, _alibi_blocked(n, H)
-    diag = torch.eye(n, dtype=torch.bool).expand(H, n, n)
-    if n > 1 and not blocked.any():
-        off = ~diag
-        if any(
-            _close(got[off], _alibi_value(n, s, 1, one)[off])
-            for (s, _), one in itertools.product(_slope_variants(H).values(), (False, True))
-        ):
-            return (
-                "symmetric ALiBi (-slope·|j - i| on both sides) cannot tell left from right: attnkit's is "
-                "directional — heads 0, 2, … see only keys j < i, heads 1, 3, … only keys j > i; give the "
-                "other side -inf"
-            )
-        return (
-            "no key is blocked: heads 0, 2, … see only keys to the left (j < i) and heads 1, 3, … only keys "
-            "to the right (j > i); give the other side -inf"
-        )
-    if not torch.equal(blocked, ref_blocked):
-        if torch.equal(blocked, ref_blocked | diag):
-            return (
-                "the token itself is blocked: give the diagonal -30 instead of -inf — a last resort, so that "
-                "the first token of a left head (it has no left) still attends somewhere; with -inf its row "
-                "is all -inf and the softmax gives NaN"
-            )
-        if torch.equal(blocked & ~diag, _alibi_blocked(n, H, left_even=False)):
-            return (
-                "left and right swapped: heads 0, 2, … look left — block the keys j > i (to the right of "
-                "query i) — and heads 1, 3, … look right, blocking j < i"
-            )
-        if H > 1 and all(torch.equal(blocked[h] & ~diag[0], ref_blocked[0]) for h in range(H)):
-            return "every head looks left: the odd heads (1, 3, …) look right — block their keys j < i instead"
-        if H > 1 and all(torch.equal(blocked[h] & ~diag[0], ref_blocked[1]) for h in range(H)):
-            return "every head looks right: the even heads (0, 2, …) look left — block their keys j > i instead"
-        h, i, j = (blocked != ref_blocked).nonzero()[0].tolist()
-        side = "left (keys j < i)" if h % 2 == 0 else "right (keys j > i)"
-        return (
-            f"head {h}, query {i}, key {j} should be {'blocked (-inf)' if ref_blocked[h, i, j] else 'allowed'}: "
-            f"head {h} looks {side} only, and the token itself gets -30"
-        )
-    values = got[diag]
-    if not _close(values, torch.full_like(values, -30.0)):
-        if _close(values, torch.zeros_like(values)):
-            return (
-                "the token itself gets bias 0, as much as its nearest neighbour: give the diagonal -30, a last "
-                "resort used only when a token has nothing on its side (the first token of a left head)"
-            )
-        if _close(values, _alibi_value(n, _pair_slopes(H))[diag]):
-            return (
-                "the diagonal follows the formula (-slope·(0 - 1) = +slope): overwrite it with -30 "
-                "(masked_fill(j == i, -30.0))"
-            )
-        return "the diagonal (each token itself) should be -30 in every head"
-    allowed = ~ref_blocked & ~diag
-    if not allowed.any():
-        return ""
-    for (_name, (slopes, slope_hint)), sign, minus_one in itertools.product(
-        _slope_variants(H).items(), (1, -1), (True, False)
-    ):
-        if _close(got[allowed], _alibi_value(n, slopes, sign, minus_one)[allowed]):
-            sign_hint = (
-                ("sign flipped: the bias falls with distance, -slope·(|j - i| - 1), so farther keys get less weight")
-                if sign < 0
-                else ""
-            )
-            one_hint = (
-                (
-                    "off by one: the nearest allowed key (|j - i| = 1) gets 0, so the bias is "
-                    "-slope·(|j - i| - 1), not -slope·|j - i|"
-                )
-                if not minus_one
-                else ""
-            )
-            mistakes = [h for h in (slope_hint, sign_hint, one_hint) if h]
-            if mistakes:
-                return _join(mistakes)
-    ref = _alibi_value(n, _pair_slopes(H))
-    h, i, j = (~torch.isclose(got, ref, atol=1e-5) & allowed).nonzero()[0].tolist()
-    return (
-        f"head {h}, query {i}, key {j}: your bias is {got[h, i, j].item():.4g}, expected "
-        f"{ref[h, i, j].item():.4g} = -slope·(|j - i| - 1) with head {h}'s slope "
-        f"{_pair_slopes(H)[h].item():.4g} (pair {h // 2} of alibi_slopes((n_heads + 1) // 2))"
-    )
-
-
-def _runs(fn: Callable, *args) -> bool:
-    """Does the learner's code return without raising on these arguments? (A probe for a hint.)"""
-    try:
-        call(fn, *args)
-    except Exception:
-        return False
-    return True
-
-
 @checker("alibi_bias", "05-alibi-bias", "my_alibi_bias", references=("attnkit.core.positional:alibi_bias",))
 def check_alibi_bias(fn: Callable) -> str:
     """`fn(n_pos, n_heads)` -> (heads, q_pos, k_pos), attnkit's directional ALiBi bias."""
@@ -703,25 +310,6 @@ def check_alibi_bias(fn: Callable) -> str:
 # ---------------------------------------------------------------- 5. the max-pool readout
 
 
-def _pool_cases() -> list[tuple[Tensor, Tensor]]:
-    gen = torch.Generator().manual_seed(11)
-    # Real scores below 0 in most rows (so a padding left at 0 would win); padding scores large,
-    # so that a max that forgets the padding shows.
-    score = -1 - torch.rand(3, 5, generator=gen)
-    score[0, 2] = 0.5  # one violation in the first row
-    pad = torch.tensor([[False] * 5, [False] * 3 + [True] * 2, [False] + [True] * 4])
-    score = score.masked_fill(pad, 5.0)
-    single = (torch.tensor([[-0.25]], dtype=torch.float64), torch.tensor([[False]]))  # float64 in, float64 out
-    wide = torch.randn(2, 7, generator=gen)
-    wide_pad = torch.zeros(2, 7, dtype=torch.bool)
-    wide_pad[1, 4:] = True
-    # Extreme values, ties and columns that are padding in every row: real scores of -1e12 (a padding
-    # fill of -1e9 would beat them), two equal maxima in row 1, the last two columns all padding.
-    extreme = torch.tensor([[-3e12, -1e12, 7.0, 9.0], [-5e12, -2e12, -2e12, 9.0]])
-    extreme_pad = torch.tensor([[False, False, True, True], [False, False, False, True]])
-    return [(score, pad), single, (wide, wide_pad), (extreme, extreme_pad)]
-
-
 @checker("max_pool", "05-max-pool", "my_max_pool")
 def check_max_pool(fn: Callable) -> str:
     """`fn(score, pad)`: score (batch, pos), pad (batch, pos) True = padding -> (batch,) max over real tokens."""
@@ -758,12 +346,10 @@ def check_max_pool(fn: Callable) -> str:
                 "pool over the positions, dim=1 (or -1)"
             )
         got = _shape(got, (batch,), f"result{context}", known)
-        real = ~pad
         ref = score.masked_fill(pad, float("-inf")).amax(dim=1).double()
         if _close(got, ref):
             _dtype(out, score.dtype, f"result{context}", "score's: the classifier's logit keeps the model's dtype")
             continue
-        s = score.double()
         nan = torch.isnan(got)
         if nan.any():  # the hint names a cause only when the NaNs sit where that cause puts them
             padded = pad.any(1)
@@ -784,41 +370,7 @@ def check_max_pool(fn: Callable) -> str:
                 f"{ref[b].item():.4g}: look for an operation that gives NaN there (0 · inf, 0 / 0, inf - inf, "
                 "the std of one number)"
             )
-        candidates = [
-            (
-                s.masked_fill(real, float("-inf")).amax(1),
-                "pad is True at padding, so fill the scores where pad is True — masked_fill(pad, float('-inf')), "
-                "not masked_fill(~pad, ...)",
-            ),
-            (
-                -ref,
-                "sign flipped: return the max itself (the kit's model returns its negative as the 'sorted' logit; "
-                "here the readout is the 'unsorted' score)",
-            ),
-            (
-                s.amax(1),
-                "padding counted: its scores can be anything, so fill them with -inf before the max — "
-                "score.masked_fill(pad, float('-inf')).amax(dim=1)",
-            ),
-            (
-                (s * real).amax(1),
-                "padding became 0, which beats a row whose real scores are all negative: fill "
-                "the padding with -inf instead of multiplying by the mask",
-            ),
-            (
-                (s * real).sum(1) / real.sum(1),
-                "that is mean pooling over the real tokens: one violation counts "
-                "1/L — take the max over the real tokens",
-            ),
-            (s.mean(1), "that is mean pooling (with the padding counted too): take the max over the real tokens"),
-            ((s * real).sum(1), "that is a sum over the tokens: take the max over the real tokens"),
-            (s.sum(1), "that is a sum over the tokens: take the max over the real tokens"),
-            (
-                s.masked_fill(pad, float("-inf")).argmax(1).double(),
-                "those are the positions of the maxima (argmax): return the maximum scores themselves",
-            ),
-        ]
-        for candidate, hint in candidates:
+        for candidate, hint in _pool_candidates(score, pad, ref):
             if _close(got, candidate.double()):  # -inf matches -inf
                 raise Hint(hint)
         over = got > ref + 1e-6 * ref.abs().clamp(min=1)
