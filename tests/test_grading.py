@@ -332,6 +332,61 @@ def test_preflight_refuses_an_environment_where_the_solutions_fail(tmp_path):
         gradebook.preflight([str(tmp_path / NB01.name)], 120, 1, notebooks_dir=course)
 
 
+def checking_processes(parent: int) -> list[int]:
+    """The checking processes (attnkit.exercises.runner) whose parent is `parent`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError):
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and b"attnkit.exercises.runner" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_checking_process_ends_itself_when_the_grader_dies(tmp_path):
+    """kill -9 of `attnkit grade` leaves nobody to stop an endless cell: its checking process ends itself."""
+    looping = submission(tmp_path, "while True:\n    pass", name="b_" + NB01.name)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attnkit", "grade", str(looping), "--no-preflight", "--cell-timeout", "300"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    runners: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while not runners and time.monotonic() < deadline:
+            time.sleep(0.2)
+            runners = checking_processes(proc.pid)
+        assert runners, "no checking process started"
+        time.sleep(3)  # in its endless cell now
+        proc.kill()
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while any(alive(pid) for pid in runners) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(alive(pid) for pid in runners), "the checking process outlived its grader"
+    finally:  # a failing run leaves no process burning a core
+        proc.kill()
+        for pid in runners:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
 @pytest.mark.slow
 def test_ctrl_c_keeps_what_was_graded(tmp_path):
     done = submission(tmp_path, name="a_" + NB01.name)
