@@ -1,7 +1,7 @@
-"""What several test modules import: reading an exercise checker's one line, and the system's
-Chromium. Fixtures live in conftest.py (pytest finds them by name); plain functions and constants
-live here, so no test imports conftest (the repository has two conftest.py files, and `import
-conftest` gets whichever of them pytest happened to load last)."""
+"""What several test modules import: reading an exercise checker's one line, the system's
+Chromium, and processes read from /proc. Fixtures live in conftest.py (pytest finds them by name);
+plain functions and constants live here, so no test imports conftest (the repository has two
+conftest.py files, and `import conftest` gets whichever of them pytest happened to load last)."""
 
 import contextlib
 import io
@@ -63,3 +63,29 @@ def assert_hint_chain(check, chain) -> None:
         else:
             assert not passed and hint in line and line not in seen, line
             seen.append(line)
+
+
+def alive(pid: int) -> bool:
+    """Is process `pid` running (not gone, not a zombie)? Reads /proc."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def children(pid: int, command: str = "") -> list[int]:
+    """The child processes of `pid`, started from any of its threads, whose command line contains
+    `command`. Reads /proc."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            kids = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for kid in kids:
+            try:
+                if command in Path(f"/proc/{kid}/cmdline").read_text(errors="replace"):
+                    found.append(int(kid))
+            except OSError:
+                continue
+    return found

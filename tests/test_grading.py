@@ -20,6 +20,8 @@ from attnkit.course.editions import student_notebook
 from attnkit.course.grading import NOTEBOOKS_DIR, Row, grade_notebook
 from attnkit.exercises import attention as attention_checks
 
+from helpers import alive, children
+
 NB01 = NOTEBOOKS_DIR / "01_attention_from_scratch.ipynb"
 WRONG_MASK = "def my_causal_mask(n_pos):\n    return torch.ones(n_pos, n_pos, dtype=torch.bool).triu()"
 FAKE = 'lambda *a, **k: print("✅ causal_mask: passed") or True'
@@ -201,12 +203,8 @@ def test_every_process_a_submission_started_is_gone_when_its_notebook_ends(tmp_p
     time.sleep(0.5)
     found = [int(p) for p in pids.read_text().split()]
     assert len(found) == 2
-    alive = [
-        p
-        for p in found
-        if Path(f"/proc/{p}").exists() and "Z" not in Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    ]
-    assert not alive, f"still running: {alive}"
+    running = [p for p in found if alive(p)]
+    assert not running, f"still running: {running}"
 
 
 def test_a_file_that_is_not_a_notebook_gets_a_failed_row_per_exercise(tmp_path):
@@ -332,27 +330,6 @@ def test_preflight_refuses_an_environment_where_the_solutions_fail(tmp_path):
         gradebook.preflight([str(tmp_path / NB01.name)], 120, 1, notebooks_dir=course)
 
 
-def checking_processes(parent: int) -> list[int]:
-    """The checking processes (attnkit.exercises.runner) whose parent is `parent`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except (OSError, ValueError):
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and b"attnkit.exercises.runner" in cmdline:
-            found.append(int(entry.name))
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 def test_a_checking_process_ends_itself_when_the_grader_dies(tmp_path):
@@ -369,7 +346,7 @@ def test_a_checking_process_ends_itself_when_the_grader_dies(tmp_path):
         deadline = time.monotonic() + 120
         while not runners and time.monotonic() < deadline:
             time.sleep(0.2)
-            runners = checking_processes(proc.pid)
+            runners = children(proc.pid, "attnkit.exercises.runner")
         assert runners, "no checking process started"
         time.sleep(3)  # in its endless cell now
         proc.kill()

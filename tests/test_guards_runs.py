@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_robustness import ENV, ROOT, SIGNAL_AT_STEP_3, alive, assert_kept, previous, run_script, spawned_workers  # noqa: F401
+from test_robustness import ENV, ROOT, SIGNAL_AT_STEP_3, assert_kept, previous, run_script, spawned_workers  # noqa: F401
 
 from attnkit.__main__ import main
 from attnkit.adder import Adder
@@ -22,6 +22,8 @@ from attnkit.adder.train import AdderTrainConfig, interrupted_path, train_adder
 from attnkit.core.checkpoint import CheckpointWarning
 from attnkit.course import editions
 from attnkit.course.grading import NOTEBOOKS_DIR
+
+from helpers import alive
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 SMALL = Seq2SeqConfig(d_model=16, d_ff=32, n_heads=2, n_enc_layers=1, n_dec_layers=1)

@@ -27,6 +27,8 @@ from attnkit.core import outputs, runtime
 from attnkit.core.checkpoint import CheckpointWarning, checkpoint_bytes, json_bytes, load_checkpoint, save_checkpoint
 from attnkit.sortedness import load_classifier
 
+from helpers import alive, children
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
@@ -208,15 +210,7 @@ def test_ctrl_c_after_the_commit_point_finishes_the_save(tmp_path, monkeypatch):
 
 
 def spawned_workers(pid: int) -> list[int]:
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return [int(c) for c in children if "spawn_main" in Path(f"/proc/{c}/cmdline").read_text(errors="replace")]
-
-
-def alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+    return children(pid, "spawn_main")
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads worker processes from /proc")
