@@ -63,18 +63,22 @@ def _free_reads(node, bound: set, free: set) -> None:
             _free_reads(child, bound, free)
 
 
-def _names(source: str, modules: set):
-    """(names the cell reads before binding them, function bodies included; names it binds; whether it
-    changes no state another cell made) — or None where it does not parse. A cell changes such state
-    by storing into an attribute or item of an object it did not create, calling a method that
-    changes one (`model.eval()`, `results.append(...)`), or a setter of a module
-    (`torch.manual_seed`, `torch.set_num_threads`); calling a function (`train_adder(...)`) does not."""
+def _parse(source: str) -> ast.Module | None:
+    """The cell as Python (IPython's magics and shell lines turned into calls), or None."""
     from IPython.core.inputtransformer2 import TransformerManager
 
     try:
-        tree = ast.parse(TransformerManager().transform_cell(source))
+        return ast.parse(TransformerManager().transform_cell(source))
     except SyntaxError:
         return None
+
+
+def _names(tree: ast.Module, modules: set):
+    """(names the cell reads before binding them, function bodies included; names it binds; whether it
+    changes no state another cell made). A cell changes such state by storing into an attribute or
+    item of an object it did not create, calling a method that changes one (`model.eval()`,
+    `results.append(...)`), or a setter of a module (`torch.manual_seed`, `torch.set_num_threads`);
+    calling a function (`train_adder(...)`) does not."""
     free: set = set()
     bound: set = set()
     for statement in tree.body:
@@ -106,17 +110,13 @@ def cells_that_repeat_the_solution(student: list, solution: list) -> dict[int, s
     a name a cell that must run reads. Nothing is skipped in a notebook with a cell that does not parse."""
     if len(student) != len(solution):
         return {}
-    modules: set = set()
-    for cell in student:
-        try:
-            tree = ast.parse("\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith("%")))
-        except SyntaxError:
-            continue
-        imports = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
-        modules |= {(a.asname or a.name).split(".")[0] for n in imports for a in n.names}
-    parsed = [_names(cell.source, modules) for cell in student]
-    if any(p is None for p in parsed):
+    maybe = [_parse(cell.source) for cell in student]
+    trees = [tree for tree in maybe if tree is not None]
+    if len(trees) != len(student):
         return {}
+    imports = [n for tree in trees for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    modules = {(a.asname or a.name).split(".")[0] for n in imports for a in n.names}
+    parsed = [_names(tree, modules) for tree in trees]
     must: list[bool] = []
     tainted: set[str] = set()
     for cell, original, (read, bound, self_contained) in zip(student, solution, parsed):
