@@ -16,7 +16,10 @@ And the student edition repeats no work the course's own notebook did in the sam
 build/student that is the same as the solution edition's and depends on no learner's code (no stub,
 no name a stub or a cell after it defined, read or changed) computes what it computed there, so it is
 skipped, unless a cell that must run needs what it defines. Check cells, stubs and every cell that
-reads a learner's name still run (attnkit/course/repeats.py)."""
+reads a learner's name still run (attnkit/course/repeats.py).
+
+And the longest files are handed out first (LONGEST_FIRST): with two workers and one file per
+worker at a time (`--dist loadfile`), a long file handed out last runs alone at the end."""
 
 import base64
 import json
@@ -31,6 +34,25 @@ from attnkit.exercises.checking import checker_lines
 
 OUTPUT_GAP_S = 60
 SOLUTIONS = Path(__file__).resolve().parent / "notebooks"  # the solution edition
+# The files that take longest under `make test` (measured on 2 cores), longest first; every other
+# file follows in collection order. xdist's own order (most tests first, `--loadscope-reorder`,
+# turned off in the Makefile) handed out the one-test browser file, a minute long, last.
+LONGEST_FIRST = [
+    "tests/test_browser.py",
+    "notebooks/02_training_the_adder.ipynb",
+    "tests/test_grading.py",
+    "tests/test_claims.py",
+    "tests/test_site.py",
+    "tests/test_course.py",
+    "tests/test_widgets.py",
+    "notebooks/05_positional_encoding_extrapolation.ipynb",
+    "tests/test_robustness.py",
+    "tests/test_guards_runs.py",
+    "notebooks/04_head_ablation.ipynb",
+    "notebooks/06_how_the_adder_carries.ipynb",
+    "build/student/06_how_the_adder_carries.ipynb",
+    "tests/test_broken_models.py",
+]
 
 
 def pytest_report_header(config):
@@ -129,11 +151,14 @@ def pytest_runtest_call(item):
 
 @pytest.hookimpl(trylast=True)  # after -k and -m have deselected: only what runs counts
 def pytest_collection_modifyitems(config, items):
-    """Skip the student edition's cells that repeat the solution edition's work (when both run here)."""
+    """The longest files first; skip the student edition's cells that repeat the solution edition's
+    work (when both run here)."""
     import nbformat
 
     from attnkit.course.repeats import cells_that_repeat_the_solution
 
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: cells keep their order
     collected = {Path(str(item.fspath)) for item in items if hasattr(item, "cell_num")}
     editions: dict = {}
     for item in items:
