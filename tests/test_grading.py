@@ -131,6 +131,23 @@ def test_a_forged_report_is_caught(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_report_forged_with_what_the_process_can_read_is_caught(tmp_path):
+    """The job's token (os.environ) and the report pipe (argv) are in plain sight: a submission that
+    writes a passing result for every exercise and "done" with them, then exits, passes nothing."""
+    forge = (
+        "import json, os, sys\nguess = os.environ['ATTNKIT_GRADING_JOB']\n"
+        "for ex in ['01-causal-mask', '01-split-heads', '01-attention', '01-merge-heads', '01-multi-head']:\n"
+        "    os.write(int(sys.argv[1]), (json.dumps({'nonce': guess, 'event': 'result', 'exercise': ex, "
+        "'passed': True, 'line': '✅ passed', 'mistake': ''}) + '\\n').encode())\n"
+        "os.write(int(sys.argv[1]), (json.dumps({'nonce': guess, 'event': 'done'}) + '\\n').encode())\n"
+        "os._exit(0)"
+    )
+    graded = rows(submission(tmp_path, forge))
+    assert len(graded) == 5 and not any(r.passed for r in graded.values()), graded
+    assert all("report was forged" in r.line for r in graded.values()), graded
+
+
+@pytest.mark.slow
 def test_the_kits_own_reference_is_not_the_learners(tmp_path):
     answer = "def my_attention(q, k, v, mask=None):\n    return scaled_dot_product_attention(q, k, v, mask)"
 
