@@ -3,11 +3,12 @@
 Starts `jupyter lab` on a free port (its own config, runtime, settings and workspace folders),
 opens a copy of notebook 03, runs every cell, moves the explorer's sample slider, types a
 problem, and checks that the figure and the answer changed; then a small notebook that shows the
-ablation explorer (notebook 04) and the sortedness explorer (notebook 05), clicks heads fast, and
-checks that every explorer and notebook figure is shown at its own pixel size (not shrunk: its
-smallest text, 9 pt, is then >= 12 px on screen), and fires 15 bursts of fast clicks at the ablation
-explorer, checking after each that what it shows is consistent and freshly measured. Screenshots
-of each explorer at JupyterLab's default width go to artifacts/.
+ablation explorer (notebook 04), the sortedness explorer (notebook 05) and the patching explorer
+(notebook 06), and checks that every explorer and notebook figure is shown at its own pixel size
+(not shrunk: its smallest text, 9 pt, is then >= 12 px on screen), fires 15 bursts of fast clicks at
+the ablation explorer, checking after each that what it shows is consistent and freshly measured,
+and gives the patching explorer a new pair and a malformed one. Screenshots of each explorer at
+JupyterLab's default width go to artifacts/.
 
 Chromium comes from the system (`make test` installs Debian's package); Playwright's own
 browser download is not used. Without Chromium the test is skipped, except under CI (the CI
@@ -45,17 +46,20 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "03_attention_heatmaps.ipynb"
 ARTIFACTS = ROOT / "artifacts"
 DONE = "notebook 03: every cell ran"  # printed by the notebook's last cell
-NOTEBOOK_06 = ROOT / "notebooks" / "06_how_the_adder_carries.ipynb"  # run whole: its patching explorer
-# The other two explorers, in a small notebook of their own (running notebooks 04 and 05 whole would
-# double the test's time for nothing the unit tests do not check).
+# The other three explorers, in a small notebook of their own: running notebooks 04, 05 and 06 whole
+# would double the test's time for nothing nbval does not check (their cells run there, and every
+# figure they show is held to attnkit.ui.figure_policy's width, which notebook 03's figures and the
+# explorers' show to fit JupyterLab's output area here).
 EXPLORERS = "explorers.ipynb"
 EXPLORER_CELLS = [
     "import torch\ntorch.set_num_threads(1)\nimport attnkit\nfrom attnkit.ui.widgets import AblationExplorer\n"
-    "from attnkit.ui.sortedness_plots import SortednessExplorer\nadder = attnkit.load_pretrained('adder')",
+    "from attnkit.ui.sortedness_plots import SortednessExplorer\nfrom attnkit.ui.patching_view import PatchingExplorer\n"
+    "adder = attnkit.load_pretrained('adder')",
     "ablation = AblationExplorer(adder, n_problems=500)\nablation",
     "sortedness = SortednessExplorer({enc: attnkit.load_pretrained(f'sortedness-{enc}')\n"
     "                                 for enc in ('alibi', 'rope')})\n"
     "sortedness",
+    "patching = PatchingExplorer(adder, '125+137', '125+134')\npatching",
     "print('explorers: every cell ran')",
     "",  # the test types a check into this one
 ]
@@ -110,7 +114,6 @@ def lab(tmp_path_factory):
     work = tmp / "work"
     work.mkdir()
     shutil.copy(NOTEBOOK, work / NOTEBOOK.name)
-    shutil.copy(NOTEBOOK_06, work / NOTEBOOK_06.name)
     cells = [
         {"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {}, "outputs": [], "source": src}
         for i, src in enumerate(EXPLORER_CELLS)
@@ -282,7 +285,7 @@ def test_explorer_in_jupyterlab(chromium, lab):  # chromium first: no server sta
             explorer.screenshot(path=ARTIFACTS / "browser_4_error.png")
             expect(figure).to_be_hidden()  # no stale figure under the error
             check_explorers(page, lab)
-            check_notebook_06(page, lab)
+            check_patching_explorer(page)
         finally:
             browser.close()
     print(f"browser check took {time.monotonic() - start:.1f} s")
@@ -294,7 +297,8 @@ def run_all(page) -> None:
 
 
 def check_explorers(page, lab) -> None:
-    """The ablation and sortedness explorers: legible at the default width; fast clicks settle."""
+    """The ablation, sortedness and patching explorers: no traceback, legible at the default width;
+    fast clicks on the ablation explorer settle."""
     page.goto(f"{lab['base']}/lab/tree/{EXPLORERS}?reset&token={lab['token']}")
     expect_idle(page)
     run_all(page)
@@ -303,6 +307,10 @@ def check_explorers(page, lab) -> None:
     expect(page.locator(".jp-OutputArea-output", has_text="explorers: every cell ran")).to_be_visible(
         timeout=120 * SECONDS
     )
+    errors = page.locator(
+        ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']", has_text="Traceback"
+    )
+    assert errors.count() == 0, errors.first.inner_text()
     ablation = page.locator(".attnkit-ablation-explorer").first
     result = ablation.locator(".attnkit-ablation-result")
     expect(result).to_contain_text("greedy exact match", timeout=60 * SECONDS)
@@ -337,7 +345,7 @@ def check_explorers(page, lab) -> None:
     settle(page)
     sortedness.screenshot(path=ARTIFACTS / "browser_05_sortedness_explorer.png")
     scales = check_scales(page, "explorers")
-    print("explorer figures (04, 05), shown / own width:", [round(s["scale"], 2) for s in scales])
+    print("explorer figures (04, 05, 06), shown / own width:", [round(s["scale"], 2) for s in scales])
     font = ablation.evaluate(
         "e => Math.min(...Array.from(e.querySelectorAll('td, th, button, label'))"
         ".map(x => parseFloat(getComputedStyle(x).fontSize)))"
@@ -345,23 +353,11 @@ def check_explorers(page, lab) -> None:
     assert font >= MIN_PX, f"the ablation explorer's smallest text is {font} px"
 
 
-def check_notebook_06(page, lab) -> None:
-    """Notebook 06 run whole: no traceback, its figures legible, the patching explorer answers a
-    new pair and shows a malformed one's error inside itself, with no stale figure under it."""
+def check_patching_explorer(page) -> None:
+    """The patching explorer (on the explorers' page) answers a new pair and shows a malformed
+    one's error inside itself, with no stale figure under it."""
     from playwright.sync_api import expect
 
-    page.goto(f"{lab['base']}/lab/tree/{NOTEBOOK_06.name}?reset&token={lab['token']}")
-    expect_idle(page)
-    run_all(page)
-    expect(page.locator(".jp-OutputArea-output", has_text="notebook 06: every cell ran")).to_be_visible(
-        timeout=180 * SECONDS
-    )
-    errors = page.locator(
-        ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']", has_text="Traceback"
-    )
-    assert errors.count() == 0, errors.first.inner_text()
-    scales = check_scales(page, "notebook 06")
-    print("notebook 06 figures, shown / own width:", [round(s["scale"], 2) for s in scales])
     explorer = page.locator(".attnkit-patching-explorer").first
     figure = explorer.locator("img")
     explorer.scroll_into_view_if_needed()
@@ -379,6 +375,9 @@ def check_notebook_06(page, lab) -> None:
     expect(figure).to_be_visible(timeout=30 * SECONDS)
     new_image(figure, before)
     expect(explorer).to_contain_text("clean run − corrupted run")
+    natural, shown = figure.evaluate("i => [i.naturalWidth, i.clientWidth]")
+    assert natural and shown >= natural - 1, f"the patching explorer's figure ({natural} px) is shown at {shown} px"
+    print(f"patching explorer figure, shown / own width: {shown / natural:.2f}")
 
 
 BURSTS = 15  # of 10 clicks each on random heads, within about 0.6 s (a learner clicking fast); 1.5 s each.

@@ -1,9 +1,9 @@
 """The course site (docs/build_site.py) in headless Chromium with the network off.
 
 Two ways this runs:
-- inside `make test` (ATTNKIT_SITE unset): builds a small site from the working tree, notebooks 01
-  and 03 only (about a minute), into a temporary folder, and checks its three pages: the index,
-  01 (figures, math) and 03 (the attention explorer, a widget);
+- inside `make test` (ATTNKIT_SITE unset): builds a small site from the working tree, notebook 03
+  only, into a temporary folder, and checks its two pages: the index and 03 (figures, math and the
+  attention explorer, a widget);
 - after `make site` (ATTNKIT_SITE=site): checks the full site just built, every page, and that
   every notebook has one.
 
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "artifacts"
-SUBSET = ["01", "03"]  # the in-suite build: figures and math (01), widgets (03)
+SUBSET = ["03"]  # the in-suite build: figures, math and a widget on one page
 LIVE_NOTE = "moving them needs the live notebook"
 MATHJAX_TEX_FONTS = "/_static/mathjax/fonts/HTML-CSS/TeX/"
 WIDGET_VIEW = "script[type='application/vnd.jupyter.widget-view+json']"
