@@ -53,8 +53,8 @@ DONE = "notebook 03: every cell ran"  # printed by the notebook's last cell
 EXPLORERS = "explorers.ipynb"
 EXPLORER_CELLS = [
     "import torch\ntorch.set_num_threads(1)\nimport attnkit\nfrom attnkit.ui.widgets import AblationExplorer\n"
-    "from attnkit.ui.sortedness_plots import SortednessExplorer\nfrom attnkit.ui.patching_view import PatchingExplorer\n"
-    "adder = attnkit.load_pretrained('adder')",
+    "from attnkit.ui.sortedness_plots import SortednessExplorer\n"
+    "from attnkit.ui.patching_view import PatchingExplorer\nadder = attnkit.load_pretrained('adder')",
     "ablation = AblationExplorer(adder, n_problems=500)\nablation",
     "sortedness = SortednessExplorer({enc: attnkit.load_pretrained(f'sortedness-{enc}')\n"
     "                                 for enc in ('alibi', 'rope')})\n"
