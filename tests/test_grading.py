@@ -105,6 +105,34 @@ def test_a_tampering_submission_is_never_graded_as_passed(tmp_path, attack):
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not grading.server_possible(), reason="no grading server here (not Linux)")
+def test_each_notebook_gets_a_fresh_checking_process_from_the_server(tmp_path):
+    """The server forks every checking process from the state it had before any submission ran: one
+    submission's tampering does not reach the next one's, graded by the same server (had the first
+    one's rewritten reference causal_mask survived, the correct mask below would fail)."""
+    first = tmp_path / "a"
+    first.mkdir()
+    assert not any(r.passed for r in rows(submission(first, ATTACKS["reference's code"][0])).values())
+    server = grading._grading_server()
+    solved = tmp_path / "b"
+    solved.mkdir()
+    nbformat.write(nbformat.read(NB01, as_version=4), solved / NB01.name)
+    graded = rows(solved / NB01.name)
+    assert len(graded) == 5 and all(r.passed for r in graded.values()), graded
+    assert grading._grading_server() is server and server.proc.poll() is None
+
+
+@pytest.mark.slow
+def test_without_the_server_a_process_per_notebook_grades_the_same(tmp_path, monkeypatch):
+    """Where there is no grading server (not Linux), each notebook starts its own checking process."""
+    path = submission(tmp_path, ATTACKS["builtins.print"][0], mask=WRONG_MASK)
+    served = rows(path)
+    monkeypatch.setenv("ATTNKIT_GRADING_SERVER", "0")
+    assert grading._grading_server() is None
+    assert rows(path) == served and all(r.mistake == "tampering" for r in served.values()), served
+
+
+@pytest.mark.slow
 def test_an_edited_or_deleted_check_cell_changes_nothing(tmp_path):
     def edit(cells):
         for cell in cells:
@@ -211,15 +239,21 @@ def test_every_process_a_submission_started_is_gone_when_its_notebook_ends(tmp_p
         "import os, sys, time\nif os.fork() == 0:\n    os.setsid()\n"
         "    open(sys.argv[1], 'a').write(f'{os.getpid()}\\n')\n    time.sleep(300)\n"
     )
+    # and one double-forked from the checking process itself, never exec'd: it keeps no environment
+    # of its own, only its ancestry (the checking process is a child subreaper)
+    forked = (
+        f"import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+        f"        open({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n')\n        time.sleep(300)\n    os._exit(0)\n"
+    )
     spawn = (
         f"import subprocess, sys\nchild = subprocess.Popen(['sleep', '300'])\n"
         f"subprocess.Popen([sys.executable, {str(daemon)!r}, {str(pids)!r}], start_new_session=True)\n"
-        f"open({str(pids)!r}, 'a').write(f'{{child.pid}}\\n')\nimport time\ntime.sleep(1)"
+        f"open({str(pids)!r}, 'a').write(f'{{child.pid}}\\n')\n{forked}import time\ntime.sleep(1)"
     )
     rows(submission(tmp_path, spawn))
     time.sleep(0.5)
     found = [int(p) for p in pids.read_text().split()]
-    assert len(found) == 2
+    assert len(found) == 3
     running = [p for p in found if alive(p)]
     assert not running, f"still running: {running}"
 
@@ -361,9 +395,9 @@ def test_a_checking_process_ends_itself_when_the_grader_dies(tmp_path):
     runners: list[int] = []
     try:
         deadline = time.monotonic() + 120
-        while not runners and time.monotonic() < deadline:
+        while len(runners) < 2 and time.monotonic() < deadline:  # the grading server and its checking process
             time.sleep(0.2)
-            runners = children(proc.pid, "attnkit.exercises.runner")
+            runners = [p for r in children(proc.pid, "attnkit.exercises.runner") for p in (r, *children(r))]
         assert runners, "no checking process started"
         time.sleep(3)  # in its endless cell now
         proc.kill()

@@ -11,6 +11,13 @@ nonce, to the pipe FD; stdout and stderr are the submission's and nobody reads t
 The grader, not this process, keeps time: it kills the whole process group when a cell or check
 runs over its limit, and every process the submission started when the notebook ends; should the
 grader die, this process ends itself (exit_with_the_grader).
+
+On Linux the grader starts this module once per grading run as a server (`--serve FD`, serve()):
+it imports torch, IPython and every checker once, then forks one checking process per notebook
+(`_job`), which runs exactly as above from that fresh state, so a notebook's checking process no
+longer spends a second and a half importing torch. A forked checking process is a child subreaper
+(the processes a submission double-forks stay its descendants, where the grader finds and kills
+them), and it waits to be killed once it has reported.
 """
 
 from __future__ import annotations
@@ -38,9 +45,18 @@ def exit_with_the_grader(grader: int, every: float = 0.5) -> None:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--serve"]:
+        serve(int(sys.argv[2]))
     exit_with_the_grader(os.getppid())
-    report = os.fdopen(int(sys.argv[1]), "w", buffering=1, encoding="utf-8")
-    job = json.loads(sys.stdin.readline())
+    run_job(int(sys.argv[1]), sys.stdin)
+
+
+def run_job(report_fd: int, job_source, linger: bool = False) -> None:
+    """Run the job read from `job_source`, reporting to `report_fd`; never returns. `linger`: once
+    reported, close the report and wait to be killed (the grader finds what the submission left
+    running among this process's descendants first)."""
+    report = os.fdopen(report_fd, "w", buffering=1, encoding="utf-8")
+    job = json.loads(job_source.readline())
     nonce = job["nonce"]
 
     def send(**message) -> None:
@@ -83,7 +99,129 @@ def main() -> None:
             send(event="error", index=item["index"], error=first_line(error))
     send(event="done")
     report.flush()
+    if linger:
+        import time
+
+        report.close()
+        while True:  # the grader kills this process; exit_with_the_grader ends it if the grader is gone
+            time.sleep(60)
     os._exit(0)  # the submission's atexit handlers and threads do not get a say
+
+
+# ---------------------------------------------------------------- the server (Linux)
+
+
+def _become_subreaper() -> None:
+    """prctl(PR_SET_CHILD_SUBREAPER): orphaned descendants are reparented here, not to init."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _children() -> set[int]:
+    found: set[int] = set()
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/children") as f:
+                found.update(int(pid) for pid in f.read().split())
+        except OSError:
+            continue
+    return found
+
+
+def serve(control_fd: int) -> None:
+    """Import once, then fork a checking process for each request on the control socket: a JSON
+    {"folder", "env"} with three file descriptors (report pipe, job pipe, stderr); the answer is the
+    child's pid with a pidfd for it. Ends when the grader closes the socket or dies."""
+    import select
+    import signal
+    import socket
+
+    from IPython.core.interactiveshell import InteractiveShell  # noqa: F401  (imported here once, for every job)
+    from traitlets.config import Config  # noqa: F401
+
+    from . import registry
+
+    registry()  # every checker module, torch with them
+    grader = os.getppid()
+    _become_subreaper()
+    control = socket.socket(fileno=control_fd)
+    jobs: set[int] = set()
+    while os.getppid() == grader:
+        while True:  # reap finished checking processes
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            jobs.discard(pid)
+        for stray in _children() - jobs:  # a job's orphan reparented here: nothing but jobs runs here
+            try:
+                os.kill(stray, signal.SIGKILL)
+            except OSError:
+                pass
+        if not select.select([control], [], [], 0.5)[0]:
+            continue
+        try:
+            message, fds, _, _ = socket.recv_fds(control, 65536, 3)
+        except OSError:
+            break
+        if not message:
+            break  # the grader is done
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            control.close()
+            _job(json.loads(message), *fds)
+        for fd in fds:
+            os.close(fd)
+        jobs.add(pid)
+        pidfd = os.pidfd_open(pid)
+        try:
+            socket.send_fds(control, [str(pid).encode()], [pidfd])
+        except OSError:
+            break
+        finally:
+            os.close(pidfd)
+    for pid in jobs:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    os._exit(0)
+
+
+def _job(request: dict, report_fd: int, job_fd: int, stderr_fd: int) -> None:
+    """In the forked child: become what `python -I -m attnkit.exercises.runner FD` would be (its own
+    session, the submission's folder, the job's environment, stdout discarded), then run the job."""
+    try:
+        os.setsid()
+        _become_subreaper()
+        os.chdir(request["folder"])
+        os.environ.update(request["env"])
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 0)
+        os.dup2(devnull, 1)
+        os.dup2(stderr_fd, 2)
+        os.close(devnull)
+        os.close(stderr_fd)
+        sys.argv = [sys.argv[0], str(report_fd)]  # as the one-job runner's
+        import numpy as np
+
+        np.random.seed()  # numpy's global generator, fresh as in a new process (random reseeds itself)
+        exit_with_the_grader(os.getppid())
+        run_job(report_fd, os.fdopen(job_fd, encoding="utf-8"), linger=True)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        os._exit(1)
 
 
 def _check(exercise, evaluate, namespace, snapshot, Result, one_line, describe, first_line):
