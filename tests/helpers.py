@@ -89,3 +89,25 @@ def children(pid: int, command: str = "") -> list[int]:
             except OSError:
                 continue
     return found
+
+
+def cli(capsys, monkeypatch, cwd, *args):
+    """`python -m attnkit ARGS` in this process (the happy paths and refusals need no interpreter of
+    their own): (exit status, stdout, stderr). The signal handlers it installs are put back."""
+    import signal
+
+    from attnkit.__main__ import main
+
+    monkeypatch.chdir(cwd)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    capsys.readouterr()
+    try:
+        main([str(a) for a in args])
+        status = 0
+    except SystemExit as e:
+        status = e.code if isinstance(e.code, int) else 1
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    out, err = capsys.readouterr()
+    return status, out, err

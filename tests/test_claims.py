@@ -175,7 +175,8 @@ def check_ablation_headlines(adder) -> None:
     results = load_ablation_results()
     assert results["state_sha256"] == state_hash(adder), "ablation_results.json belongs to another checkpoint"
     a, b = load_test_set()
-    baseline = float(greedy_correct(adder.model, a, b).mean())
+    intact = greedy_correct(adder.model, a, b)
+    baseline = float(intact.mean())
     assert abs(baseline - results["baseline"]) < 1e-9 and round(baseline, 4) == 0.9995
     for head, points in ABLATION_README["largest_zero"].items():
         assert round(loss_points(adder, [head], "zero", baseline)) == points, head
@@ -194,7 +195,6 @@ def check_ablation_headlines(adder) -> None:
         assert (round(c["spearman_raw"], 2), round(c["spearman_normalised"], 2)) == (raw, norm)
     n_carries, chain = carry_stats(a, b)
     groups = {"no_carry": n_carries == 0, "carry": n_carries >= 1, "chain_2plus": chain >= 2}
-    intact = greedy_correct(adder.model, a, b)
     for (head, mode), expected in ABLATION_README["carries"].items():
         right = ablated_correct(adder, [head], mode)
         for group, points in expected.items():

@@ -18,6 +18,8 @@ from attnkit.course.editions import BEGIN, END, STUB, exercise_ids, stub_source,
 from attnkit.course.gradebook import summary
 from attnkit.course.grading import NOTEBOOKS_DIR, grade_notebook
 
+from helpers import cli
+
 ROOT = Path(__file__).resolve().parents[1]
 COURSE = sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
 NB01 = NOTEBOOKS_DIR / "01_attention_from_scratch.ipynb"
@@ -25,28 +27,6 @@ NB01 = NOTEBOOKS_DIR / "01_attention_from_scratch.ipynb"
 
 def read(path):
     return nbformat.read(path, as_version=4)
-
-
-def cli(capsys, monkeypatch, cwd, *args):
-    """`python -m attnkit ARGS` in this process (the happy paths and refusals need no interpreter of
-    their own): (exit status, stdout, stderr). The signal handlers it installs are put back."""
-    import signal
-
-    from attnkit.__main__ import main
-
-    monkeypatch.chdir(cwd)
-    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    capsys.readouterr()
-    try:
-        main([str(a) for a in args])
-        status = 0
-    except SystemExit as e:
-        status = e.code if isinstance(e.code, int) else 1
-    finally:
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 # ---------------------------------------------------------------- the student edition
