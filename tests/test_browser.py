@@ -55,7 +55,7 @@ EXPLORER_CELLS = [
     "import torch\ntorch.set_num_threads(1)\nimport attnkit\nfrom attnkit.ui.widgets import AblationExplorer\n"
     "from attnkit.ui.sortedness_plots import SortednessExplorer\n"
     "from attnkit.ui.patching_view import PatchingExplorer\nadder = attnkit.load_pretrained('adder')",
-    "ablation = AblationExplorer(adder, n_problems=500)\nablation",
+    "ablation = AblationExplorer(adder, n_problems=200)\nablation",
     "sortedness = SortednessExplorer({enc: attnkit.load_pretrained(f'sortedness-{enc}')\n"
     "                                 for enc in ('alibi', 'rope')})\n"
     "sortedness",
