@@ -29,10 +29,13 @@ lab: setup
 # The student edition (build/student: every solution a stub) runs under nbval too; the root
 # conftest.py requires every check cell to print ✅ in notebooks/ and ⏳ in the student edition, and
 # skips the student edition's cells that repeat the solution edition's work (attnkit/course/repeats.py)
-# and hands out the longest files first (--no-loadscope-reorder keeps that order).
+# and hands out the longest files first (--no-loadscope-reorder keeps that order). Bytecode caches
+# are written even where PYTHONDONTWRITEBYTECODE is set: the suite starts ~60 Python processes
+# (kernels, graders, scripts), and without them each compiles the kit, and each worker rewrites the
+# tests' asserts, from source (they go to the git-ignored __pycache__ folders).
 test: setup chromium
-	$(PY) -m attnkit student build/student --force
-	OMP_NUM_THREADS=1 CHROMIUM=$(CHROMIUM) $(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder --nbval-lax tests notebooks build/student
+	PYTHONDONTWRITEBYTECODE= $(PY) -m attnkit student build/student --force
+	PYTHONDONTWRITEBYTECODE= OMP_NUM_THREADS=1 CHROMIUM=$(CHROMIUM) $(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder --nbval-lax tests notebooks build/student
 
 # The fast tier, for a developer between edits: the unit tests that start no kernel, subprocess
 # or browser and train nothing. Whole files are left out where they start processes (their other
