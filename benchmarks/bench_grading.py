@@ -1,7 +1,9 @@
 """How long a class takes to grade: copies of the course's solution and student notebooks (half the
 students hand in the solutions, half the untouched student edition), all six notebooks each,
-graded with --jobs 2 and, in the same run, the first students one at a time (the baseline); the
-time for 100 students extrapolated from each run's time per notebook. Goal: 100 students x notebooks
+graded with --jobs 2 and, in the same run, the first students one at a time (the baseline), once
+with the grading server forking each checking process (Linux) and once with a fresh process per
+notebook (ATTNKIT_GRADING_SERVER=0, as elsewhere); the time for 100 students extrapolated from each
+run's time per notebook. Goal: 100 students x notebooks
 01-06 in at most 60 minutes on 2 cores.
 
     .venv/bin/python benchmarks/bench_grading.py [--students 10] [--jobs 2]
@@ -63,7 +65,11 @@ def main() -> None:
         n = len(paths)
         print(f"{args.students} students x 6 notebooks = {n} notebooks; {os.cpu_count()} CPUs visible")
         baseline = [p for p in paths if int(Path(p).name[7:10]) < args.baseline_students]
+        os.environ["ATTNKIT_GRADING_SERVER"] = "0"
+        spawned, rows_spawned = timed(baseline, folder / "spawned.csv", 1)
+        del os.environ["ATTNKIT_GRADING_SERVER"]
         base, rows_base = timed(baseline, folder / "sequential.csv", 1)
+        assert rows_spawned == rows_base, "a process per notebook graded differently from the server"
         fast, rows = timed(paths, folder / "parallel.csv", args.jobs)
         passed = sum(r.passed for r in rows)
         same = {(r.learner_file, r.exercise, r.passed) for r in rows_base}
@@ -71,14 +77,16 @@ def main() -> None:
         expected = sum(1 for r in rows if int(Path(r.learner_file).name[7:10]) % 2 == 0)
         print(f"{passed} of {len(rows)} exercises passed ({expected} expected: the solution copies)")
         for name, seconds, count in [
+            (f"a process per notebook, sequential, {len(baseline)} notebooks", spawned, len(baseline)),
             (f"sequential, {len(baseline)} notebooks", base, len(baseline)),
             (f"--jobs {args.jobs}, {n} notebooks", fast, n),
         ]:
             per = seconds / count
             print(
-                f"{name:22s} {seconds:7.1f} s, {per:5.2f} s per notebook -> 100 students x 6 notebooks: "
+                f"{name:48s} {seconds:7.1f} s, {per:5.2f} s per notebook -> 100 students x 6 notebooks: "
                 f"{per * 600 / 60:6.1f} min"
             )
+        print(f"speed-up of the grading server over a process per notebook: {spawned / base:.2f}x")
         print(
             f"speed-up of --jobs {args.jobs} over the baseline, per notebook: "
             f"{(base / len(baseline)) / (fast / n):.2f}x"
