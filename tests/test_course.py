@@ -5,8 +5,6 @@ reason for every notebook that crashes, loops, kills its checking process or can
 
 import csv
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
@@ -276,25 +274,10 @@ def test_grade_command_writes_a_row_per_exercise_and_never_stops_at_a_bad_notebo
     broken.write_text("{ not json")
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")]), no_checks)
     out = tmp_path / "grades.csv"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "attnkit",
-            "grade",
-            str(broken),
-            str(good),
-            str(no_checks),
-            "--csv",
-            str(out),
-            "--no-preflight",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=300,
+    status, stdout, err = cli(
+        capsys, monkeypatch, tmp_path, "grade", broken, good, no_checks, "--csv", out, "--no-preflight"
     )
-    assert done.returncode == 0, done.stderr
+    assert status == 0, err
     rows = list(csv.DictReader(out.open(encoding="utf-8")))
     # A file that is not a notebook: a failed row for every exercise of every course notebook it could be.
     every = [e for nb in sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb")) for e in exercise_ids(read(nb))]
@@ -310,30 +293,18 @@ def test_grade_command_writes_a_row_per_exercise_and_never_stops_at_a_bad_notebo
     assert all(r["line"].startswith("could not read the notebook") for r in rows[: len(every)])
     assert "not a course notebook" in rows[-1]["line"]
     assert "its check cell was deleted" in rows[len(every) + 1]["line"]
-    assert "good.ipynb: 2/5 exercises passed" in done.stdout
-    assert f"total: 2/{len(every) + 6} exercises passed in 3 notebook(s)" in done.stdout
+    assert "good.ipynb: 2/5 exercises passed" in stdout
+    assert f"total: 2/{len(every) + 6} exercises passed in 3 notebook(s)" in stdout
     # A re-run keeps what is graded; a table the kit did not write is never touched.
-    again = subprocess.run(
-        [sys.executable, "-m", "attnkit", "grade", str(good), "--csv", str(out)],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=60,
-    )
-    assert again.returncode == 0 and "1 notebook(s) already in" in again.stdout, again.stderr
-    assert "pre-flight" not in again.stderr  # nothing left to grade: the environment needs no check
+    status, stdout, err = cli(capsys, monkeypatch, tmp_path, "grade", good, "--csv", out)
+    assert status == 0 and "1 notebook(s) already in" in stdout, err
+    assert "pre-flight" not in err  # nothing left to grade: the environment needs no check
     # A new notebook: the pre-flight grades the course's own solutions of the notebook it is a copy of first.
     named = tmp_path / "alice_01_attention_from_scratch.ipynb"
     named.write_bytes(good.read_bytes())
-    done = subprocess.run(
-        [sys.executable, "-m", "attnkit", "grade", str(named), "--csv", str(out)],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
-    assert done.returncode == 0 and "pre-flight" in done.stderr, done.stderr
-    assert f"{named.name}: 2/5 exercises passed" in done.stdout, done.stdout
+    status, stdout, err = cli(capsys, monkeypatch, tmp_path, "grade", named, "--csv", out)
+    assert status == 0 and "pre-flight" in err, err
+    assert f"{named.name}: 2/5 exercises passed" in stdout, stdout
     (tmp_path / "other.csv").write_text("someone's spreadsheet\n")
     status, _, err = cli(capsys, monkeypatch, tmp_path, "grade", good, "--csv", tmp_path / "other.csv")
     assert status == 2 and "not a grades table written by attnkit" in err
