@@ -239,14 +239,14 @@ def _start(folder: Path, write_end: int, stderr, job_env: dict):
     if server is not None:
         job_out, job_in = os.pipe()
         try:
-            return server.fork({"folder": str(folder), "env": job_env}, [write_end, job_out, stderr.fileno()]), open(
-                job_in, "wb"
-            )
+            forked = server.fork({"folder": str(folder), "env": job_env}, [write_end, job_out, stderr.fileno()])
         except OSError:
             os.close(job_in)
             _stop_server()  # it died or would not answer: a process per notebook from here on
+        else:
+            return forked, open(job_in, "wb")
         finally:
-            os.close(job_out)
+            os.close(job_out)  # the child has its own copy
     proc = subprocess.Popen(
         [sys.executable, "-I", "-m", "attnkit.exercises.runner", str(write_end)],
         pass_fds=(write_end,),
@@ -265,8 +265,8 @@ def _start(folder: Path, write_end: int, stderr, job_env: dict):
 
 
 class _Forked:
-    """A checking process the server forked, with what run_plan and kill_job use of a Popen; its
-    pidfd names it even after it has exited (no pid reuse can redirect a kill)."""
+    """A checking process the server forked, with what run_plan and kill_job use of a Popen. Not
+    our child, so no waitpid: its pidfd becomes readable when it exits (the server reaps it)."""
 
     def __init__(self, pid: int, pidfd: int):
         self.pid, self._pidfd, self.returncode = pid, pidfd, None
