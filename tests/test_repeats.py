@@ -99,3 +99,35 @@ def test_an_object_a_learner_dependent_cell_handed_the_learners_code_to_is_learn
     made = "import torch\nmodel = torch.nn.Linear(2, 2)"
     cells = [made, SOLVED, "install(model, my_f)", "print(model(torch.ones(2)))", "print(torch.ones(1))"]
     assert skipped(cells, [made, STUB, *cells[2:]]) == [4]  # the model now carries the learner's code
+
+
+@pytest.mark.parametrize(
+    "reader, runs",
+    [
+        ("def g(x):\n    return (lambda my_value: my_value)(x)\nprint(g(3))", False),  # a nested lambda's argument
+        (
+            "def g(x):\n    def h(my_value):\n        return my_value\n    return h(x)\nprint(g(3))",
+            False,
+        ),  # a nested def's
+        ("def g(x):\n    def my_value(y):\n        return y\n    return my_value(x)\nprint(g(3))", False),
+        ("def outer():\n    def inner():\n        my_value = 1\n    return my_value\nprint(outer())", True),
+        ("def f():\n    ys = [my_value for my_value in range(3)]\n    return my_value\nprint(f())", True),
+        ("class A:\n    my_value = 1\n    def m(self):\n        return my_value\nprint(A().m())", True),
+        ("def f(x=my_value):\n    return x\nprint(f())", True),  # a default is read where f is defined
+    ],
+    ids=[
+        "nested-lambda-argument",
+        "nested-def-argument",
+        "nested-def-name",
+        "nested-store",
+        "comprehension-variable",
+        "class-body",
+        "default",
+    ],
+)
+def test_a_function_reads_what_python_says_it_reads(reader, runs):
+    """Each function, lambda, class body and comprehension is its own scope: a name one of them binds
+    for itself hides nothing from the code around it (the learner-dependent `my_value` is read when
+    Python would read it, and only then)."""
+    cells = [SOLVED, "my_value = my_f(1)", reader]
+    assert skipped(cells, [STUB, *cells[1:]]) == ([] if runs else [2])

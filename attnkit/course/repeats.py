@@ -22,6 +22,51 @@ def _changes_state(name: str) -> bool:
     return name in CHANGES_ITS_OBJECT or in_place or name.startswith("set")
 
 
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)  # scopes of their own too
+
+
+def _evaluated_where_defined(node) -> list:
+    """What a def, class or lambda evaluates in the scope that defines it: defaults, decorators, bases."""
+    parts = list(getattr(node, "decorator_list", [])) + list(getattr(node, "bases", []))
+    parts += [k.value for k in getattr(node, "keywords", [])]
+    if not isinstance(node, ast.ClassDef):
+        parts += node.args.defaults + [d for d in node.args.kw_defaults if d is not None]
+    return parts
+
+
+def _scope_reads(node) -> set:
+    """The names a function, lambda, class body or comprehension reads from outside itself. Python's
+    rule: a name bound anywhere in a function is its own throughout; a nested function's own names
+    are not its parent's, and what the nested one reads from outside comes from the parent or beyond.
+    (A class body's names are not seen by its methods.)"""
+    own: set = set()
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        own |= {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
+    loads: set = set()
+    nested: list = []
+    if isinstance(node, COMPREHENSIONS):
+        todo = list(ast.iter_child_nodes(node))
+    else:
+        todo = [node.body] if isinstance(node, ast.Lambda) else list(node.body)
+    while todo:
+        child = todo.pop()
+        if isinstance(child, SCOPES + COMPREHENSIONS):
+            nested.append(child)
+            if isinstance(child, SCOPES):
+                todo.extend(_evaluated_where_defined(child))
+                if not isinstance(child, ast.Lambda):
+                    own.add(child.name)
+            continue
+        if isinstance(child, ast.Name):
+            (loads if isinstance(child.ctx, ast.Load) else own).add(child.id)
+        elif isinstance(child, (ast.Import, ast.ImportFrom)):
+            own |= {(a.asname or a.name).split(".")[0] for a in child.names}
+        todo.extend(ast.iter_child_nodes(child))
+    shielded = set() if isinstance(node, ast.ClassDef) else own
+    return (loads - own) | {name for inner in nested for name in _scope_reads(inner)} - shielded
+
+
 def _free_reads(node, bound: set, free: set) -> None:
     """Names `node` reads before binding them itself, in evaluation order (function bodies: every
     name they read that is not their own)."""
@@ -29,14 +74,10 @@ def _free_reads(node, bound: set, free: set) -> None:
         (free.add(node.id) if node.id not in bound else None) if isinstance(node.ctx, ast.Load) else bound.add(node.id)
     elif isinstance(node, (ast.Import, ast.ImportFrom)):
         bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
-    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-        own = (
-            {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
-            if not isinstance(node, ast.ClassDef)
-            else set()
-        )
-        own |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
-        free |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - own - bound
+    elif isinstance(node, SCOPES):
+        for part in _evaluated_where_defined(node):
+            _free_reads(part, bound, free)
+        free |= _scope_reads(node) - bound
         if not isinstance(node, ast.Lambda):
             bound.add(node.name)
     elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)):
