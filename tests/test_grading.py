@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from attnkit.course import gradebook, grading
+from attnkit.course import gradebook, grading, grading_server
 from attnkit.course.editions import student_notebook
 from attnkit.course.grading import NOTEBOOKS_DIR, Row, grade_notebook
 from attnkit.exercises import attention as attention_checks
@@ -105,7 +105,7 @@ def test_a_tampering_submission_is_never_graded_as_passed(tmp_path, attack):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not grading.server_possible(), reason="no grading server here (not Linux)")
+@pytest.mark.skipif(not grading_server.possible(), reason="no grading server here (not Linux)")
 def test_each_notebook_gets_a_fresh_checking_process_from_the_server(tmp_path):
     """The server forks every checking process from the state it had before any submission ran: one
     submission's tampering does not reach the next one's, graded by the same server (had the first
@@ -113,13 +113,13 @@ def test_each_notebook_gets_a_fresh_checking_process_from_the_server(tmp_path):
     first = tmp_path / "a"
     first.mkdir()
     assert not any(r.passed for r in rows(submission(first, ATTACKS["reference's code"][0])).values())
-    server = grading._grading_server()
+    server = grading_server.get()
     solved = tmp_path / "b"
     solved.mkdir()
     nbformat.write(nbformat.read(NB01, as_version=4), solved / NB01.name)
     graded = rows(solved / NB01.name)
     assert len(graded) == 5 and all(r.passed for r in graded.values()), graded
-    assert grading._grading_server() is server and server.proc.poll() is None
+    assert grading_server.get() is server and server.proc.poll() is None
 
 
 @pytest.mark.slow
@@ -128,7 +128,7 @@ def test_without_the_server_a_process_per_notebook_grades_the_same(tmp_path, mon
     path = submission(tmp_path, ATTACKS["builtins.print"][0], mask=WRONG_MASK)
     served = rows(path)
     monkeypatch.setenv("ATTNKIT_GRADING_SERVER", "0")
-    assert grading._grading_server() is None
+    assert grading_server.get() is None
     assert rows(path) == served and all(r.mistake == "tampering" for r in served.values()), served
 
 

@@ -14,7 +14,6 @@ A notebook that crashes, loops or cannot be read is graded as far as it got, wit
 from __future__ import annotations
 
 import ast
-import atexit
 import json
 import os
 import secrets
@@ -23,7 +22,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +29,10 @@ from typing import Any
 
 import nbformat
 
+from . import grading_server
+from .grading_server import STARTUP_LIMIT
+
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
-STARTUP_LIMIT = 180.0  # s for the checking process to import torch and the kit, on a loaded machine
 SKIP = "skip"  # a course cell's metadata["attnkit"]["grading"]: no exercise needs it
 
 
@@ -212,7 +212,7 @@ def run_plan(items: list[dict], folder: Path, cell_timeout: float) -> dict:
         os.close(read_end)
         kill_job(proc, token)
         LIVE.discard((proc, token))
-        if isinstance(proc, _Forked):
+        if isinstance(proc, grading_server.Forked):
             proc.close()
         if out["stopped"] and out["at"] is None:  # it never got going: say why
             stderr.seek(0)
@@ -223,30 +223,12 @@ def run_plan(items: list[dict], folder: Path, cell_timeout: float) -> dict:
     return out
 
 
-def _base_env() -> dict:
-    return {
-        **os.environ,
-        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-        "MPLBACKEND": "Agg",
-        "PYTHONIOENCODING": "utf-8",
-    }
-
-
 def _start(folder: Path, write_end: int, stderr, job_env: dict):
     """(the checking process, the pipe its job is written to): forked by the grading server where
     there is one (Linux), else `python -I -m attnkit.exercises.runner FD` started afresh."""
-    server = _grading_server()
-    if server is not None:
-        job_out, job_in = os.pipe()
-        try:
-            forked = server.fork({"folder": str(folder), "env": job_env}, [write_end, job_out, stderr.fileno()])
-        except OSError:
-            os.close(job_in)
-            _stop_server()  # it died or would not answer: a process per notebook from here on
-        else:
-            return forked, open(job_in, "wb")
-        finally:
-            os.close(job_out)  # the child has its own copy
+    forked = grading_server.start(folder, write_end, stderr, job_env)
+    if forked is not None:
+        return forked
     proc = subprocess.Popen(
         [sys.executable, "-I", "-m", "attnkit.exercises.runner", str(write_end)],
         pass_fds=(write_end,),
@@ -254,109 +236,11 @@ def _start(folder: Path, write_end: int, stderr, job_env: dict):
         stdout=subprocess.DEVNULL,
         stderr=stderr,
         cwd=folder,
-        env={**_base_env(), **job_env},
+        env={**grading_server.base_env(), **job_env},
         start_new_session=True,
     )
     assert proc.stdin is not None  # stdin=PIPE
     return proc, proc.stdin
-
-
-# ---------------------------------------------------------------- the grading server (Linux)
-
-
-class _Forked:
-    """A checking process the server forked, with what run_plan and kill_job use of a Popen. Not
-    our child, so no waitpid: its pidfd becomes readable when it exits (the server reaps it)."""
-
-    def __init__(self, pid: int, pidfd: int):
-        self.pid, self._pidfd, self.returncode = pid, pidfd, None
-
-    def poll(self):
-        if self.returncode is None and select.select([self._pidfd], [], [], 0)[0]:
-            self.returncode = -signal.SIGKILL  # exited; its status went to the server, its parent
-        return self.returncode
-
-    def wait(self, timeout: float | None = None):
-        if self.poll() is None and not select.select([self._pidfd], [], [], timeout)[0]:
-            raise subprocess.TimeoutExpired("checking process", timeout or 0)
-        return self.poll()
-
-    def close(self) -> None:
-        os.close(self._pidfd)
-
-
-class _Server:
-    """`python -I -m attnkit.exercises.runner --serve FD`, started at the first notebook with the
-    grader's environment of that moment; forks each notebook's checking process (runner.serve)."""
-
-    def __init__(self):
-        import socket
-
-        self._socket = socket
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-m", "attnkit.exercises.runner", "--serve", str(theirs.fileno())],
-            pass_fds=(theirs.fileno(),),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env=_base_env(),
-            start_new_session=True,
-        )
-        theirs.close()
-        ours.settimeout(STARTUP_LIMIT)
-        self.control, self.lock = ours, threading.Lock()
-
-    def fork(self, request: dict, fds: list[int]) -> _Forked:
-        with self.lock:  # one request and its answer at a time (the grader's pool threads share it)
-            self._socket.send_fds(self.control, [json.dumps(request).encode()], fds)
-            message, pidfds, _, _ = self._socket.recv_fds(self.control, 64, 1)
-        if not message or len(pidfds) != 1:
-            for fd in pidfds:
-                os.close(fd)
-            raise OSError("the grading server did not start a checking process")
-        return _Forked(int(message), pidfds[0])
-
-    def stop(self) -> None:
-        self.control.close()  # the server ends when its socket closes
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
-_SERVER: dict[str, Any] = {"server": None, "failed": False}
-_SERVER_LOCK = threading.Lock()
-
-
-def server_possible() -> bool:
-    """Fork, pidfds and passing file descriptors over a socket: Linux (not macOS or Windows)."""
-    return sys.platform == "linux" and hasattr(os, "pidfd_open")
-
-
-def _grading_server() -> _Server | None:
-    """The grading server, started on first use; None where it is not possible, has failed, or
-    ATTNKIT_GRADING_SERVER=0 asks for a process per notebook."""
-    if not server_possible() or os.environ.get("ATTNKIT_GRADING_SERVER") == "0" or _SERVER["failed"]:
-        return None
-    with _SERVER_LOCK:
-        if _SERVER["server"] is None:
-            try:
-                _SERVER["server"] = _Server()
-            except OSError:
-                _SERVER["failed"] = True
-                return None
-            atexit.register(_stop_server)
-        return _SERVER["server"]
-
-
-def _stop_server() -> None:
-    with _SERVER_LOCK:
-        server, _SERVER["server"] = _SERVER["server"], None
-        if server is not None:
-            _SERVER["failed"] = True
-            server.stop()
 
 
 def _read_reports(fd: int, nonce: str, cell_timeout: float, out: dict) -> None:
