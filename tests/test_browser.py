@@ -232,11 +232,8 @@ def test_explorer_in_jupyterlab(chromium, lab):  # chromium first: no server sta
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1100})
             page.goto(f"{lab['base']}/lab/tree/{NOTEBOOK.name}?reset&token={lab['token']}")
-            # The status bar, not the toolbar: the toolbar says idle before the kernel has started.
-            expect(page.get_by_text(re.compile(r"\(ipykernel\) \| Idle"))).to_be_visible(timeout=90 * SECONDS)
-
-            page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
-            page.locator("li.lm-Menu-item[data-command='runmenu:run-all']").click()
+            expect_idle(page)
+            run_all(page)
             # In an output, not the cell's source (visible from the start): the last cell has run.
             expect(page.locator(".jp-OutputArea-output", has_text=DONE)).to_be_visible(timeout=120 * SECONDS)
             errors = page.locator(
@@ -440,6 +437,7 @@ PRESSED = """e => Array.from(e.querySelectorAll('.attnkit-head-toggle.mod-danger
 
 
 def expect_idle(page) -> None:
+    """The status bar, not the toolbar: the toolbar says idle before the kernel has started."""
     from playwright.sync_api import expect
 
     expect(page.get_by_text(re.compile(r"\(ipykernel\) \| Idle"))).to_be_visible(timeout=90 * SECONDS)
