@@ -10,22 +10,19 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
-import inspect
 import io
 import math
 import os
 import re
-import sys
-import sysconfig
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 from torch import Tensor
+
+from .kit_reference import ReferenceWatch, kit_reference
 
 
 class Hint(Exception):
@@ -184,106 +181,6 @@ def restore_state(state: dict) -> None:
     torch.set_default_dtype(state["default dtype"])
     if torch.get_num_threads() != state["number of threads"]:
         torch.set_num_threads(state["number of threads"])
-
-
-# ---------------------------------------------------------------- the kit's own answer
-
-KIT_DIR = Path(__file__).resolve().parents[1]  # attnkit/
-EXERCISES_DIR = Path(__file__).resolve().parent  # attnkit/exercises/
-_LIBRARY_DIRS = tuple(
-    sorted(
-        {str(KIT_DIR)}
-        | {p for k, p in sysconfig.get_paths().items() if k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    )
-)
-
-
-def resolve(reference: str):
-    """ "attnkit.core.attention:MultiHeadAttention.split_heads" -> the object."""
-    module, _, qualname = reference.partition(":")
-    obj = importlib.import_module(module)
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-def reference_codes(references: Sequence[str]) -> dict:
-    """code object -> the reference's name, for every function of every reference (a class: its methods)."""
-    codes = {}
-    for ref in references:
-        obj = resolve(ref)
-        members = vars(obj).values() if inspect.isclass(obj) else [obj]
-        for member in members:
-            member = getattr(member, "__func__", member)
-            code = getattr(inspect.unwrap(member), "__code__", None) if callable(member) else None
-            if code is not None:
-                codes[code] = ref.replace(":", ".")
-    return codes
-
-
-def kit_reference(answer, references: Sequence[str]) -> str | None:
-    """Why `answer` is the kit's own implementation (it, a wrapper around it, a subclass), or None."""
-    if not references:
-        return None
-    targets = {id(resolve(r)): r.replace(":", ".") for r in references}
-    seen, todo = set(), [answer]
-    while todo:  # the answer, and whatever it wraps: functools.partial, @wraps, a bound method
-        obj = todo.pop()
-        if id(obj) in seen:
-            continue
-        seen.add(id(obj))
-        if id(obj) in targets:
-            what = "is" if obj is answer else "wraps"
-            return f"your answer {what} the kit's own {targets[id(obj)]} — write your own to pass"
-        for attr in ("func", "__wrapped__", "__func__"):
-            inner = getattr(obj, attr, None) if not isinstance(obj, type) else None
-            if inner is not None:
-                todo.append(inner)
-        if isinstance(obj, type):
-            for ref_id, name in targets.items():
-                bases = [id(b) for b in obj.__mro__[1:]]
-                if ref_id in bases:
-                    return f"your class subclasses the kit's own {name} — write your own to pass"
-    return None
-
-
-def is_learner_code(filename: str) -> bool:
-    """Code a notebook defined (not the kit's, the standard library's or an installed package's)."""
-    return not (filename.startswith(_LIBRARY_DIRS) or filename.startswith("<frozen"))
-
-
-class ReferenceWatch:
-    """While active, notes a call of the kit's reference made from the learner's code (directly
-    or through other library code), not from the checker itself comparing with it."""
-
-    def __init__(self, references: Sequence[str]):
-        self.codes = reference_codes(references) if references else {}
-        self.found: str | None = None
-        self._previous = None
-
-    def _trace(self, frame, event, arg):
-        if event == "call" and frame.f_code in self.codes and self.found is None:
-            caller = frame.f_back
-            while caller is not None:
-                filename = caller.f_code.co_filename
-                if filename.startswith(str(EXERCISES_DIR)):
-                    break  # the checker's own call of the reference
-                if is_learner_code(filename):
-                    self.found = f"your answer calls the kit's own {self.codes[frame.f_code]} — write your own to pass"
-                    break
-                caller = caller.f_back
-        return None  # no line tracing: only calls are watched
-
-    def __enter__(self):
-        self._previous = sys.gettrace()
-        if self.codes and self._previous is None:  # a debugger's tracer is left alone
-            sys.settrace(self._trace)
-        return self
-
-    def __exit__(self, *exc):
-        if self.codes and self._previous is None:
-            sys.settrace(None)
-        return False
 
 
 def one_line(text: str) -> str:

@@ -220,7 +220,7 @@ def _compare(where: str, before: dict, namespace: dict) -> list[str]:
 
 
 def _library_code(fn) -> bool:
-    from .checking import is_learner_code
+    from .kit_reference import is_learner_code
 
     code = getattr(getattr(fn, "__func__", fn), "__code__", None)
     return isinstance(code, types.CodeType) and not is_learner_code(code.co_filename)
