@@ -22,7 +22,7 @@ from attnkit.adder import CHECKPOINT, Adder
 from attnkit.adder.data import load_test_set
 from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
 from attnkit.core.runtime import torch_threads
-from attnkit.ui.plotting import AttentionPlot
+from attnkit.ui.attention_plot import AttentionPlot
 from attnkit.ui.widgets import ALL_HEADS, AttentionExplorer
 
 BAR_MS = 150.0

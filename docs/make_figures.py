@@ -47,7 +47,11 @@ FIGURES = {
         caption="Notebook 03's attention explorer on a held-out sum: decoder cross-attention, layer 1, all "
         "four heads; the orange boxes mark the aligned digit column.",
         data=ADDER_DATA,
-        code=lambda: [_source_of("attnkit.ui.widgets", "AttentionExplorer"), _module_file("attnkit.ui.plotting")],
+        code=lambda: [
+            _source_of("attnkit.ui.widgets", "AttentionExplorer"),
+            _module_file("attnkit.ui.plotting"),
+            _module_file("attnkit.ui.attention_plot"),
+        ],
     ),
     "ablation_heatmap.png": dict(
         caption="Notebook 04: the drop in exact match when one head is removed, every head of every layer, "

@@ -54,7 +54,7 @@ def test_text_cut_off_by_its_axes():
 
 
 def test_attention_explorer_figures(adder, one_thread):
-    from attnkit.ui.plotting import AttentionPlot
+    from attnkit.ui.attention_plot import AttentionPlot
     from attnkit.ui.widgets import AttentionExplorer
 
     a, b = np.array([5, 663, 999]), np.array([299, 497, 1])

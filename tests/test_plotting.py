@@ -7,12 +7,10 @@ import torch
 
 from attnkit.adder.data import BOS, PAD, encode_sources
 from attnkit.interp.roles import MEASURES
+from attnkit.ui.attention_plot import AttentionPlot, attention_figure, decoder_query_labels
 from attnkit.ui.plotting import (
     KEY_LABEL,
     QUERY_LABEL,
-    AttentionPlot,
-    attention_figure,
-    decoder_query_labels,
     heatmap,
     heatmap_grid,
     png_bytes,

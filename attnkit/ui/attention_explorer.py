@@ -21,7 +21,8 @@ import numpy as np
 from ..adder.data import load_test_set, parse_problem
 from ..core.runtime import torch_threads
 from ..interp.roles import KIND_NAMES, KINDS, MEASURES, problems_of, roles_from_cache
-from .plotting import AttentionPlot, save_figure
+from .attention_plot import AttentionPlot
+from .plotting import save_figure
 from .widget_tools import DISPLAY_DPI, Serial, error_html, hide_image, show_image, verdict
 
 ALL_HEADS = -1  # the head selector's value for "all heads of the layer, as a grid"
