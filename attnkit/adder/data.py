@@ -206,11 +206,20 @@ class ProblemSampler:
         )
         return self.rng.integers(0, 10**digits)
 
+    def held_out(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """(n,) bool: problem i is excluded. A binary search in the sorted keys: np.isin sorts
+        the batch and the 12,000 keys together at every step, 100x slower (a few % of a step)."""
+        keys = problem_keys(a, b, self.n_digits)
+        if not len(self.exclude):
+            return np.zeros(len(keys), dtype=bool)
+        at = np.minimum(np.searchsorted(self.exclude, keys), len(self.exclude) - 1)
+        return self.exclude[at] == keys
+
     def sample(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         a, b = self._operands(n), self._operands(n)
-        held_out = np.isin(problem_keys(a, b, self.n_digits), self.exclude)
+        held_out = self.held_out(a, b)
         while held_out.any():  # redraw the few that collide with the held-out set
             k = int(held_out.sum())
             a[held_out], b[held_out] = self._operands(k), self._operands(k)
-            held_out = np.isin(problem_keys(a, b, self.n_digits), self.exclude)
+            held_out = self.held_out(a, b)
         return a, b
