@@ -403,23 +403,29 @@ def test_retraining_a_sortedness_run_reproduces_its_results(name, seed, sortedne
 @full_only
 def test_notebook_02_short_runs():
     """README: after 150 steps 56 % teacher-forced token accuracy but 2.8 % greedy exact match;
-    reversed output 81 % after 150 steps; after 250 steps leading zeros 75.7 %, as written 5.4 %.
+    reversed output 81 % after 150 steps. Notebook 02: reversed output after 150 steps with seeds
+    0, 1, 2 reaches 81 %, 41 %, 17 % with leading zeros and 0.3-0.4 % with operands as written.
     Retrained here (one thread), so to a tolerance: the ordering is the claim."""
     from attnkit.adder.evaluate import evaluate
     from attnkit.adder.model import Seq2SeqConfig
     from attnkit.adder.train import AdderTrainConfig, train_adder
 
     a, b = load_test_set()
-    run = lambda cfg, steps: evaluate(
-        train_adder(cfg, AdderTrainConfig(max_steps=steps, eval_every=50, n_val=1000), progress=False).model, a, b
+    run = lambda cfg, seed=0: evaluate(
+        train_adder(cfg, AdderTrainConfig(seed=seed, max_steps=150, eval_every=50, n_val=1000), progress=False).model,
+        a,
+        b,
     )
-    brief, rev = run(Seq2SeqConfig(), 150), run(Seq2SeqConfig(reverse_output=True), 150)
+    brief = run(Seq2SeqConfig())
     assert brief["teacher_forced_token_accuracy"] == pytest.approx(0.56, abs=0.1)
     assert brief["exact_match"] < 0.1
-    assert rev["exact_match"] == pytest.approx(0.81, abs=0.12)
-    zeros, written = run(Seq2SeqConfig(), 250), run(Seq2SeqConfig(zero_pad=False), 250)
-    assert zeros["exact_match"] == pytest.approx(0.757, abs=0.12)
-    assert written["exact_match"] == pytest.approx(0.054, abs=0.08)
+    for seed, stated in enumerate([0.81, 0.41, 0.17]):
+        rev, written = (
+            run(Seq2SeqConfig(reverse_output=True), seed),
+            run(Seq2SeqConfig(reverse_output=True, zero_pad=False), seed),
+        )
+        assert rev["exact_match"] == pytest.approx(stated, abs=0.12), seed
+        assert written["exact_match"] < 0.01 and rev["exact_match"] > written["exact_match"] + 0.1, seed
 
 
 @full_only
