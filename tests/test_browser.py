@@ -1,14 +1,14 @@
 """Notebook 03 in a real browser: JupyterLab in headless Chromium, driven like a learner.
 
-Starts `jupyter lab` on a free port (its own config, runtime, settings and workspace folders),
-opens a copy of notebook 03, runs every cell, moves the explorer's sample slider, types a
-problem, and checks that the figure and the answer changed; then a small notebook that shows the
-ablation explorer (notebook 04), the sortedness explorer (notebook 05) and the patching explorer
-(notebook 06), and checks that every explorer and notebook figure is shown at its own pixel size
-(not shrunk: its smallest text, 9 pt, is then >= 12 px on screen), fires 15 bursts of fast clicks at
-the ablation explorer, checking after each that what it shows is consistent and freshly measured,
-and gives the patching explorer a new pair and a malformed one. Screenshots of each explorer at
-JupyterLab's default width go to artifacts/.
+Starts `jupyter lab` on a free port (its own config, runtime, settings and workspace folders) and
+opens two windows at once: a small notebook that shows the ablation explorer (notebook 04), the
+sortedness explorer (notebook 05) and the patching explorer (notebook 06), and a copy of notebook 03;
+runs every cell of both. On the explorers: fires 15 bursts of fast clicks at the ablation explorer,
+checking after each that what it shows is consistent and freshly measured, and gives the patching
+explorer a new pair and a malformed one (notebook 03 runs meanwhile). On notebook 03: moves the
+explorer's sample slider, types a problem, and checks that the figure and the answer changed. Every
+explorer and notebook figure must be shown at its own pixel size (not shrunk: its smallest text, 9 pt,
+is then >= 12 px on screen). Screenshots of each explorer at JupyterLab's default width go to artifacts/.
 
 Chromium comes from the system (`make test` installs Debian's package); Playwright's own
 browser download is not used. Without Chromium the test is skipped, except under CI (the CI
@@ -223,76 +223,84 @@ def settle(page) -> None:
 
 
 def test_explorer_in_jupyterlab(chromium, lab):  # chromium first: no server started for a skip
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
     start = time.monotonic()
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1100})
-            page.goto(f"{lab['base']}/lab/tree/{NOTEBOOK.name}?reset&token={lab['token']}")
-            # The explorers' notebook in a second window (a workspace of its own), its kernel started
-            # and its cells run while notebook 03's run: each kernel waits on its own messages, the
-            # other fills that time.
+            # Two windows (the explorers' notebook in a workspace of its own), both kernels started at
+            # once; the explorers' notebook is short and runs first, and notebook 03 runs while the
+            # bursts of clicks below wait between clicks.
             explorers = browser.new_page(viewport={"width": 1400, "height": 1100})
             explorers.goto(f"{lab['base']}/lab/workspaces/explorers/tree/{EXPLORERS}?reset&token={lab['token']}")
-            expect_idle(page)
-            run_all(page)
+            page = browser.new_page(viewport={"width": 1400, "height": 1100})
+            page.goto(f"{lab['base']}/lab/tree/{NOTEBOOK.name}?reset&token={lab['token']}")
             expect_idle(explorers)
             run_all(explorers)
-            # In an output, not the cell's source (visible from the start): the last cell has run.
-            expect(page.locator(".jp-OutputArea-output", has_text=DONE)).to_be_visible(timeout=120 * SECONDS)
-            errors = page.locator(
-                ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']", has_text="Traceback"
-            )
-            assert errors.count() == 0, errors.first.inner_text()
-
-            explorer = page.locator(".attnkit-explorer").first
-            figure = explorer.locator("img.attnkit-figure")
-            answer = explorer.locator(".attnkit-answer")
-            expect(figure).to_be_visible(timeout=30 * SECONDS)
-            explorer.scroll_into_view_if_needed()
-            expect(answer).to_contain_text("sample 0 of")
-            first = figure.evaluate(IMAGE_DIGEST)
-            settle(page)
-            page.screenshot(path=ARTIFACTS / "browser_1_ran.png", full_page=False)
-            explorer.screenshot(path=ARTIFACTS / "browser_03_explorer.png")
-            scales = check_scales(page, "notebook 03")
-            print("notebook 03 figures, shown / own width:", [round(s["scale"], 2) for s in scales])
-
-            # Move the sample slider with the keyboard, as a learner can.
-            explorer.locator(".attnkit-sample-slider .noUi-handle").focus()
-            page.keyboard.press("ArrowRight")
-            expect(answer).to_contain_text("sample 1 of", timeout=30 * SECONDS)
-            moved = new_image(figure, first)
-            settle(page)
-            explorer.screenshot(path=ARTIFACTS / "browser_2_slider.png")
-
-            # Type a problem: the model's answer, checked against the true sum.
-            box = explorer.locator(".attnkit-problem-text input")
-            box.fill("663+497")
-            box.press("Enter")
-            expect(answer).to_contain_text("your problem", timeout=30 * SECONDS)
-            expect(answer).to_contain_text("663+497")
-            expect(answer).to_contain_text("true sum 1160")
-            assert "1160 ✓" in answer.inner_text().replace("model: ", ""), answer.inner_text()
-            assert new_image(figure, moved) != first
-            settle(page)
-            explorer.screenshot(path=ARTIFACTS / "browser_3_problem.png")
-
-            # A malformed problem: its error, inside the widget.
-            box.fill("12a+3")
-            box.press("Enter")
-            expect(answer).to_contain_text("not of the form", timeout=30 * SECONDS)
-            settle(page)
-            explorer.screenshot(path=ARTIFACTS / "browser_4_error.png")
-            expect(figure).to_be_hidden()  # no stale figure under the error
+            expect_idle(page)
+            run_all(page)
             check_explorers(explorers)
             check_patching_explorer(explorers)
+            check_notebook_03(page)
         finally:
             browser.close()
     print(f"browser check took {time.monotonic() - start:.1f} s")
+
+
+def check_notebook_03(page) -> None:
+    """Notebook 03 (run whole in `page`): no traceback, its figures unshrunk; the attention explorer's
+    slider moves it, a typed problem is answered and checked, a malformed one's error shows inside it."""
+    from playwright.sync_api import expect
+
+    # In an output, not the cell's source (visible from the start): the last cell has run.
+    expect(page.locator(".jp-OutputArea-output", has_text=DONE)).to_be_visible(timeout=120 * SECONDS)
+    errors = page.locator(
+        ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']", has_text="Traceback"
+    )
+    assert errors.count() == 0, errors.first.inner_text()
+
+    explorer = page.locator(".attnkit-explorer").first
+    figure = explorer.locator("img.attnkit-figure")
+    answer = explorer.locator(".attnkit-answer")
+    expect(figure).to_be_visible(timeout=30 * SECONDS)
+    explorer.scroll_into_view_if_needed()
+    expect(answer).to_contain_text("sample 0 of")
+    first = figure.evaluate(IMAGE_DIGEST)
+    settle(page)
+    page.screenshot(path=ARTIFACTS / "browser_1_ran.png", full_page=False)
+    explorer.screenshot(path=ARTIFACTS / "browser_03_explorer.png")
+    scales = check_scales(page, "notebook 03")
+    print("notebook 03 figures, shown / own width:", [round(s["scale"], 2) for s in scales])
+
+    # Move the sample slider with the keyboard, as a learner can.
+    explorer.locator(".attnkit-sample-slider .noUi-handle").focus()
+    page.keyboard.press("ArrowRight")
+    expect(answer).to_contain_text("sample 1 of", timeout=30 * SECONDS)
+    moved = new_image(figure, first)
+    settle(page)
+    explorer.screenshot(path=ARTIFACTS / "browser_2_slider.png")
+
+    # Type a problem: the model's answer, checked against the true sum.
+    box = explorer.locator(".attnkit-problem-text input")
+    box.fill("663+497")
+    box.press("Enter")
+    expect(answer).to_contain_text("your problem", timeout=30 * SECONDS)
+    expect(answer).to_contain_text("663+497")
+    expect(answer).to_contain_text("true sum 1160")
+    assert "1160 ✓" in answer.inner_text().replace("model: ", ""), answer.inner_text()
+    assert new_image(figure, moved) != first
+    settle(page)
+    explorer.screenshot(path=ARTIFACTS / "browser_3_problem.png")
+
+    # A malformed problem: its error, inside the widget.
+    box.fill("12a+3")
+    box.press("Enter")
+    expect(answer).to_contain_text("not of the form", timeout=30 * SECONDS)
+    settle(page)
+    explorer.screenshot(path=ARTIFACTS / "browser_4_error.png")
+    expect(figure).to_be_hidden()  # no stale figure under the error
 
 
 def run_all(page) -> None:
