@@ -214,6 +214,8 @@ def _job(request: dict, report_fd: int, job_fd: int, stderr_fd: int) -> None:
         import numpy as np
 
         np.random.seed()  # numpy's global generator, fresh as in a new process (random reseeds itself)
+        # Its parent is the server, which kills its jobs when the grader is gone; should the server go
+        # first, this process is orphaned and ends itself.
         exit_with_the_grader(os.getppid())
         run_job(report_fd, os.fdopen(job_fd, encoding="utf-8"), linger=True)
     except BaseException:
