@@ -371,7 +371,7 @@ def test_sortedness_explorer_names_your_sequence_and_refuses_a_bad_seed():
     assert "hard sample, seed 7" in ex.message.value and ex.image.layout.display == ""
 
 
-def test_ablation_explorer_consistent_after_bursts_of_clicks(monkeypatch):
+def test_ablation_explorer_consistent_after_bursts_of_clicks(adder, monkeypatch):
     """60 bursts of 10 clicks on random heads, from several threads at once (as a kernel may
     deliver them): once each burst settles, every toggle is drawn as it is (red ✕ exactly when
     pressed), and the result shown is a fresh measurement of exactly the pressed heads. (An
@@ -380,10 +380,9 @@ def test_ablation_explorer_consistent_after_bursts_of_clicks(monkeypatch):
     import threading
     import time
 
-    from attnkit import load_pretrained
     from attnkit.ui.widgets import AblationExplorer
 
-    ablation = AblationExplorer(load_pretrained("adder"), n_problems=100)
+    ablation = AblationExplorer(adder, n_problems=100)
 
     measure = ablation.measure
 
