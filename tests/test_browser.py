@@ -254,13 +254,7 @@ def check_notebook_03(page) -> None:
     slider moves it, a typed problem is answered and checked, a malformed one's error shows inside it."""
     from playwright.sync_api import expect
 
-    # In an output, not the cell's source (visible from the start): the last cell has run.
-    expect(page.locator(".jp-OutputArea-output", has_text=DONE)).to_be_visible(timeout=120 * SECONDS)
-    errors = page.locator(
-        ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']", has_text="Traceback"
-    )
-    assert errors.count() == 0, errors.first.inner_text()
-
+    expect_ran(page, DONE)
     explorer = page.locator(".attnkit-explorer").first
     figure = explorer.locator("img.attnkit-figure")
     answer = explorer.locator(".attnkit-answer")
@@ -303,6 +297,18 @@ def check_notebook_03(page) -> None:
     expect(figure).to_be_hidden()  # no stale figure under the error
 
 
+def expect_ran(page, last_line: str) -> None:
+    """The notebook's last cell printed `last_line` (in an output, not the cell's source, which is
+    visible from the start), and no cell showed a traceback."""
+    from playwright.sync_api import expect
+
+    expect(page.locator(".jp-OutputArea-output", has_text=last_line)).to_be_visible(timeout=120 * SECONDS)
+    errors = page.locator(
+        ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']", has_text="Traceback"
+    )
+    assert errors.count() == 0, errors.first.inner_text()
+
+
 def run_all(page) -> None:
     page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
     page.locator("li.lm-Menu-item[data-command='runmenu:run-all']").click()
@@ -313,13 +319,7 @@ def check_explorers(page) -> None:
     legible at the default width; fast clicks on the ablation explorer settle."""
     from playwright.sync_api import expect
 
-    expect(page.locator(".jp-OutputArea-output", has_text="explorers: every cell ran")).to_be_visible(
-        timeout=120 * SECONDS
-    )
-    errors = page.locator(
-        ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']", has_text="Traceback"
-    )
-    assert errors.count() == 0, errors.first.inner_text()
+    expect_ran(page, "explorers: every cell ran")
     ablation = page.locator(".attnkit-ablation-explorer").first
     result = ablation.locator(".attnkit-ablation-result")
     expect(result).to_contain_text("greedy exact match", timeout=60 * SECONDS)
