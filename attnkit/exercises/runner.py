@@ -51,10 +51,11 @@ def main() -> None:
     run_job(int(sys.argv[1]), sys.stdin)
 
 
-def run_job(report_fd: int, job_source, linger: bool = False) -> None:
+def run_job(report_fd: int, job_source, linger: bool = False, base=None) -> None:
     """Run the job read from `job_source`, reporting to `report_fd`; never returns. `linger`: once
     reported, close the report and wait to be killed (the grader finds what the submission left
-    running among this process's descendants first)."""
+    running among this process's descendants first). `base`: the server's integrity.Snapshot, taken
+    before it forked this process (what it read is not read again)."""
     report = os.fdopen(report_fd, "w", buffering=1, encoding="utf-8")
     job = json.loads(job_source.readline())
     nonce = job["nonce"]
@@ -77,7 +78,7 @@ def run_job(report_fd: int, job_source, linger: bool = False) -> None:
     # Nothing is displayed here: %matplotlib (inline needs a kernel's GUI loop) does nothing.
     shell.register_magic_function(lambda line: None, "line", "matplotlib")  # type: ignore[arg-type]  # IPython's decorator hides the signature
     sys.path.append(job["folder"])  # a learner's helper module there imports; it cannot shadow the kit's
-    snapshot = Snapshot(shell)
+    snapshot = Snapshot(shell, base)
     send(event="ready")
 
     for item in job["items"]:
@@ -144,8 +145,10 @@ def serve(control_fd: int) -> None:
     from traitlets.config import Config  # noqa: F401
 
     from . import registry
+    from .integrity import Snapshot
 
     registry()  # every checker module, torch with them
+    base = Snapshot()  # read once here: a checking process forked from this state reads only what is new
     grader = os.getppid()
     _become_subreaper()
     control = socket.socket(fileno=control_fd)
@@ -177,7 +180,8 @@ def serve(control_fd: int) -> None:
         pid = os.fork()
         if pid == 0:
             control.close()
-            _job(json.loads(message), *fds)
+            report_fd, job_fd, stderr_fd = fds
+            _job(json.loads(message), report_fd, job_fd, stderr_fd, base=base)
         for fd in fds:
             os.close(fd)
         jobs.add(pid)
@@ -196,7 +200,7 @@ def serve(control_fd: int) -> None:
     os._exit(0)
 
 
-def _job(request: dict, report_fd: int, job_fd: int, stderr_fd: int) -> None:
+def _job(request: dict, report_fd: int, job_fd: int, stderr_fd: int, base=None) -> None:
     """In the forked child: become what `python -I -m attnkit.exercises.runner FD` would be (its own
     session, the submission's folder, the job's environment, stdout discarded), then run the job."""
     try:
@@ -217,7 +221,7 @@ def _job(request: dict, report_fd: int, job_fd: int, stderr_fd: int) -> None:
         # Its parent is the server, which kills its jobs when the grader is gone; should the server go
         # first, this process is orphaned and ends itself.
         exit_with_the_grader(os.getppid())
-        run_job(report_fd, os.fdopen(job_fd, encoding="utf-8"), linger=True)
+        run_job(report_fd, os.fdopen(job_fd, encoding="utf-8"), linger=True, base=base)
     except BaseException:
         import traceback
 
