@@ -243,8 +243,10 @@ def plot_attention(
     )
     in_descent = {j for i in range(len(seq) - 1) if seq[i] > seq[i + 1] for j in (i, i + 1)}
     for panel in fig.attnkit_panels:
-        for tick_labels in (panel.ax.get_xticklabels(), panel.ax.get_yticklabels()):
-            for t, label in enumerate(tick_labels):
+        for axis in (panel.ax.xaxis, panel.ax.yaxis):
+            if not axis.get_visible():  # an inner panel's: its labels are not drawn (heatmap_grid)
+                continue
+            for t, label in enumerate(axis.get_ticklabels()):
                 if lo + t in in_descent:
                     label.set_color("red")
     return fig
