@@ -148,6 +148,8 @@ def serve(control_fd: int) -> None:
     from .integrity import Snapshot
 
     registry()  # every checker module, torch with them
+    import attnkit.ui.widgets  # noqa: F401  (and matplotlib: what the course's notebooks import besides, 0.35 s a job)
+
     base = Snapshot()  # read once here: a checking process forked from this state reads only what is new
     grader = os.getppid()
     _become_subreaper()
