@@ -45,6 +45,19 @@ def submission(tmp_path, attack="", mask=None, name=NB01.name, edit=None):
     return path
 
 
+def endless_cell(marker: Path) -> str:
+    """A cell that never ends, burning a core as a learner's endless loop does; it creates `marker`
+    first, so that a test knows when the checking process is in it."""
+    return f"open({str(marker)!r}, 'w').close()\nwhile True:\n    pass"
+
+
+def wait_for(path: Path, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < deadline, f"no {path.name} after {seconds} s"
+        time.sleep(0.05)
+
+
 def rows(path, **kwargs):
     return {r.exercise: r for r in grade_notebook(path, **kwargs)}
 
@@ -370,7 +383,8 @@ def test_preflight_refuses_an_environment_where_the_solutions_fail(tmp_path):
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 def test_a_checking_process_ends_itself_when_the_grader_dies(tmp_path):
     """kill -9 of `attnkit grade` leaves nobody to stop an endless cell: its checking process ends itself."""
-    looping = submission(tmp_path, "while True:\n    pass", name="b_" + NB01.name)
+    marker = tmp_path / "looping"
+    looping = submission(tmp_path, endless_cell(marker), name="b_" + NB01.name)
     proc = subprocess.Popen(
         [sys.executable, "-m", "attnkit", "grade", str(looping), "--no-preflight", "--cell-timeout", "300"],
         cwd=tmp_path,
@@ -386,7 +400,7 @@ def test_a_checking_process_ends_itself_when_the_grader_dies(tmp_path):
             time.sleep(0.2)
             runners = [p for r in children(proc.pid, "attnkit.exercises.runner") for p in (r, *children(r))]
         assert len(runners) == expected, f"checking processes found: {runners}"
-        time.sleep(1.5)  # in its endless cell now (forked: notebook 01's cells before it take ~0.5 s)
+        wait_for(marker)
         proc.kill()
         proc.wait(timeout=30)
         deadline = time.monotonic() + 10
@@ -405,7 +419,8 @@ def test_a_checking_process_ends_itself_when_the_grader_dies(tmp_path):
 @pytest.mark.slow
 def test_ctrl_c_keeps_what_was_graded(tmp_path):
     done = submission(tmp_path, name="a_" + NB01.name)
-    looping = submission(tmp_path, "while True:\n    pass", name="b_" + NB01.name)
+    marker = tmp_path / "looping"
+    looping = submission(tmp_path, endless_cell(marker), name="b_" + NB01.name)
     out = tmp_path / "grades.csv"
     proc = subprocess.Popen(
         [
@@ -427,10 +442,8 @@ def test_ctrl_c_keeps_what_was_graded(tmp_path):
         text=True,
         process_group=0,
     )
-    deadline = time.monotonic() + 120
-    while not out.exists() and time.monotonic() < deadline:
-        time.sleep(0.5)
-    time.sleep(1.5)  # the looping notebook is in its endless cell (its cells before it take ~0.5 s)
+    wait_for(out)  # the first notebook is graded and kept
+    wait_for(marker)  # the second is in its endless cell
     start = time.monotonic()
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
