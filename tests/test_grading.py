@@ -261,12 +261,15 @@ def test_every_process_a_submission_started_is_gone_when_its_notebook_ends(tmp_p
     spawn = (
         f"import subprocess, sys\nchild = subprocess.Popen(['sleep', '300'])\n"
         f"subprocess.Popen([sys.executable, {str(daemon)!r}, {str(pids)!r}], start_new_session=True)\n"
-        f"open({str(pids)!r}, 'a').write(f'{{child.pid}}\\n')\n{forked}import time\ntime.sleep(1)"
+        f"open({str(pids)!r}, 'a').write(f'{{child.pid}}\\n')\n{forked}import time\n"
+        f"while len(open({str(pids)!r}).read().split()) < 3:  # the daemon has started\n    time.sleep(0.01)"
     )
     rows(submission(tmp_path, spawn))
-    time.sleep(0.5)
     found = [int(p) for p in pids.read_text().split()]
     assert len(found) == 3
+    deadline = time.monotonic() + 2  # killed when the notebook ended; gone once reaped
+    while any(alive(p) for p in found) and time.monotonic() < deadline:
+        time.sleep(0.05)
     running = [p for p in found if alive(p)]
     assert not running, f"still running: {running}"
 
