@@ -119,6 +119,7 @@ def test_a_tampering_submission_is_never_graded_as_passed(tmp_path, attack):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not grading_server.possible(), reason="no grading server here (not Linux)")
+@pytest.mark.skipif(os.environ.get("ATTNKIT_GRADING_SERVER") == "0", reason="the grading server is switched off")
 def test_each_notebook_gets_a_fresh_checking_process_from_the_server(tmp_path):
     """The server forks every checking process from the state it had before any submission ran: one
     submission's tampering does not reach the next one's, graded by the same server (had the first
