@@ -6,6 +6,7 @@ conftest.py files, and `import conftest` gets whichever of them pytest happened 
 import contextlib
 import io
 import os
+import time
 from pathlib import Path
 
 import torch
@@ -71,6 +72,14 @@ def alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def wait_gone(pids, seconds: float) -> bool:
+    """Wait up to `seconds` for every process in `pids` to be gone; True if they all are."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.05)
+    return not any(alive(p) for p in pids)
 
 
 def children(pid: int, command: str = "") -> list[int]:

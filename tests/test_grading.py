@@ -20,7 +20,7 @@ from attnkit.course.editions import student_notebook
 from attnkit.course.grading import NOTEBOOKS_DIR, Row, grade_notebook
 from attnkit.exercises import attention as attention_checks
 
-from helpers import alive, children, cli
+from helpers import alive, children, cli, wait_gone
 
 NB01 = NOTEBOOKS_DIR / "01_attention_from_scratch.ipynb"
 WRONG_MASK = "def my_causal_mask(n_pos):\n    return torch.ones(n_pos, n_pos, dtype=torch.bool).triu()"
@@ -268,11 +268,8 @@ def test_every_process_a_submission_started_is_gone_when_its_notebook_ends(tmp_p
     rows(submission(tmp_path, spawn))
     found = [int(p) for p in pids.read_text().split()]
     assert len(found) == 3
-    deadline = time.monotonic() + 2  # killed when the notebook ended; gone once reaped
-    while any(alive(p) for p in found) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    running = [p for p in found if alive(p)]
-    assert not running, f"still running: {running}"
+    # killed when the notebook ended; gone once reaped
+    assert wait_gone(found, 2), f"still running: {[p for p in found if alive(p)]}"
 
 
 def test_a_file_that_is_not_a_notebook_gets_a_failed_row_per_exercise(tmp_path):
@@ -407,10 +404,7 @@ def test_a_checking_process_ends_itself_when_the_grader_dies(tmp_path):
         wait_for(marker)
         proc.kill()
         proc.wait(timeout=30)
-        deadline = time.monotonic() + 10
-        while any(alive(pid) for pid in runners) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not any(alive(pid) for pid in runners), "the checking process outlived its grader"
+        assert wait_gone(runners, 10), "the checking process outlived its grader"
     finally:  # a failing run leaves no process burning a core
         proc.kill()
         for pid in runners:

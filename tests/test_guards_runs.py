@@ -23,7 +23,7 @@ from attnkit.core.checkpoint import CheckpointWarning
 from attnkit.course import editions
 from attnkit.course.grading import NOTEBOOKS_DIR
 
-from helpers import alive
+from helpers import alive, wait_gone
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 SMALL = Seq2SeqConfig(d_model=16, d_ff=32, n_heads=2, n_enc_layers=1, n_dec_layers=1)
@@ -131,13 +131,6 @@ def start_with_workers(out: Path):
     assert proc.poll() is None and len(workers) == 2, proc.stderr.read() if proc.poll() is not None else ""
     time.sleep(2)  # training now
     return proc, workers
-
-
-def wait_gone(workers, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and any(alive(w) for w in workers):
-        time.sleep(0.1)
-    return not any(alive(w) for w in workers)
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads worker processes from /proc")
