@@ -50,7 +50,7 @@ CHECK_SKIP := nbgrader_check.py test_broken_models.py test_browser.py test_cours
 	test_guards_files.py test_guards_runs.py test_imports.py test_notebooks.py test_resources.py \
 	test_robustness.py test_site.py test_wheel.py test_widgets.py test_claims.py test_bench_threads.py
 check: setup
-	OMP_NUM_THREADS=1 $(KEEP_FREED) $(PY) -m pytest -q -n 2 -p no:cacheprovider -o addopts="" -m "not slow and not browser" \
+	OMP_NUM_THREADS=1 $(KEEP_FREED) $(PY) -m pytest -q -n 2 -p no:cacheprovider -o addopts="-p pytest_startup" -m "not slow and not browser" \
 		$(addprefix --ignore=tests/,$(CHECK_SKIP)) tests
 
 # Lint, format and types: ruff and mypy in an environment of their own (build/lint-venv), never in

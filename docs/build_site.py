@@ -32,6 +32,10 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from attnkit.course import skip_the_iri_grammar
+
+skip_the_iri_grammar()  # before nbformat and nbconvert: 0.9 s less here and in each forked notebook runner
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 DOCS = ROOT / "docs"
