@@ -1,12 +1,13 @@
 """Notebook 03 in a real browser: JupyterLab in headless Chromium, driven like a learner.
 
 Starts `jupyter lab` on a free port (its own config, runtime, settings and workspace folders) and
-opens two windows at once: a small notebook that shows the ablation explorer (notebook 04), the
-sortedness explorer (notebook 05) and the patching explorer (notebook 06), and a copy of notebook 03;
-runs every cell of both. On the explorers: fires 15 bursts of fast clicks at the ablation explorer,
-checking after each that what it shows is consistent and freshly measured, and gives the patching
-explorer a new pair and a malformed one (notebook 03 runs meanwhile). On notebook 03: moves the
-explorer's sample slider, types a problem, and checks that the figure and the answer changed. Every
+opens a copy of notebook 03 with a few cells added at its end that show the ablation explorer
+(notebook 04), the sortedness explorer (notebook 05) and the patching explorer (notebook 06); runs
+every cell. On the explorers: fires 15 bursts of fast clicks at the ablation explorer, checking after
+each that what it shows is consistent and freshly measured, and gives the patching explorer a new
+pair and a malformed one. On notebook 03's attention explorer: moves the sample slider, types a
+problem, and checks that the figure and the answer changed. (One page and one kernel: a second
+JupyterLab page costs Chromium 4.5 CPU-s to load, a second kernel 2 more.) Every
 explorer and notebook figure must be shown at its own pixel size (not shrunk: its smallest text, 9 pt,
 is then >= 12 px on screen). Screenshots of each explorer at JupyterLab's default width go to artifacts/.
 
@@ -24,7 +25,6 @@ import json
 import os
 import re
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
@@ -46,11 +46,10 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "03_attention_heatmaps.ipynb"
 ARTIFACTS = ROOT / "artifacts"
 DONE = "notebook 03: every cell ran"  # printed by the notebook's last cell
-# The other three explorers, in a small notebook of their own: running notebooks 04, 05 and 06 whole
+# The other three explorers, in cells added after notebook 03's: running notebooks 04, 05 and 06 whole
 # would double the test's time for nothing nbval does not check (their cells run there, and every
 # figure they show is held to attnkit.ui.figure_policy's width, which notebook 03's figures and the
 # explorers' show to fit JupyterLab's output area here).
-EXPLORERS = "explorers.ipynb"
 EXPLORER_CELLS = [
     "import torch\ntorch.set_num_threads(1)\nimport attnkit\nfrom attnkit.ui.widgets import AblationExplorer\n"
     "from attnkit.ui.sortedness_plots import SortednessExplorer\n"
@@ -113,21 +112,12 @@ def lab(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("lab")
     work = tmp / "work"
     work.mkdir()
-    shutil.copy(NOTEBOOK, work / NOTEBOOK.name)
-    cells = [
-        {"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {}, "outputs": [], "source": src}
+    nb = json.loads(NOTEBOOK.read_text())
+    nb["cells"] += [
+        {"cell_type": "code", "execution_count": None, "id": f"added-{i}", "metadata": {}, "outputs": [], "source": src}
         for i, src in enumerate(EXPLORER_CELLS)
     ]
-    (work / EXPLORERS).write_text(
-        json.dumps(
-            {
-                "cells": cells,
-                "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
-                "nbformat": 4,
-                "nbformat_minor": 5,
-            }
-        )
-    )
+    (work / NOTEBOOK.name).write_text(json.dumps(nb))
     for name, value in SETTINGS.items():
         path = tmp / "settings" / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -230,19 +220,12 @@ def test_explorer_in_jupyterlab(chromium, lab):  # chromium first: no server sta
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
         try:
-            # Two windows (the explorers' notebook in a workspace of its own), both kernels started at
-            # once; the explorers' notebook is short and runs first, and notebook 03 runs while the
-            # bursts of clicks below wait between clicks.
-            explorers = browser.new_page(viewport={"width": 1400, "height": 1100})
-            explorers.goto(f"{lab['base']}/lab/workspaces/explorers/tree/{EXPLORERS}?reset&token={lab['token']}")
             page = browser.new_page(viewport={"width": 1400, "height": 1100})
             page.goto(f"{lab['base']}/lab/tree/{NOTEBOOK.name}?reset&token={lab['token']}")
-            expect_idle(explorers)
-            run_all(explorers)
             expect_idle(page)
             run_all(page)
-            check_explorers(explorers)
-            check_patching_explorer(explorers)
+            check_explorers(page)
+            check_patching_explorer(page)
             check_notebook_03(page)
         finally:
             browser.close()
@@ -265,8 +248,8 @@ def check_notebook_03(page) -> None:
     settle(page)
     page.screenshot(path=ARTIFACTS / "browser_1_ran.png", full_page=False)
     explorer.screenshot(path=ARTIFACTS / "browser_03_explorer.png")
-    scales = check_scales(page, "notebook 03")
-    print("notebook 03 figures, shown / own width:", [round(s["scale"], 2) for s in scales])
+    scales = check_scales(page, "notebook 03 and the explorers")
+    print("notebook 03's and the explorers' figures, shown / own width:", [round(s["scale"], 2) for s in scales])
 
     # Move the sample slider with the keyboard, as a learner can.
     explorer.locator(".attnkit-sample-slider .noUi-handle").focus()
@@ -315,8 +298,9 @@ def run_all(page) -> None:
 
 
 def check_explorers(page) -> None:
-    """The ablation, sortedness and patching explorers (their notebook run in `page`): no traceback,
-    legible at the default width; fast clicks on the ablation explorer settle."""
+    """The ablation, sortedness and patching explorers (the cells added to notebook 03, run in `page`):
+    no traceback, legible at the default width (their figures: check_notebook_03); fast clicks on the
+    ablation explorer settle."""
     from playwright.sync_api import expect
 
     expect_ran(page, "explorers: every cell ran")
@@ -353,8 +337,6 @@ def check_explorers(page) -> None:
     sortedness.scroll_into_view_if_needed()
     settle(page)
     sortedness.screenshot(path=ARTIFACTS / "browser_05_sortedness_explorer.png")
-    scales = check_scales(page, "explorers")
-    print("explorer figures (04, 05, 06), shown / own width:", [round(s["scale"], 2) for s in scales])
     font = ablation.evaluate(
         "e => Math.min(...Array.from(e.querySelectorAll('td, th, button, label'))"
         ".map(x => parseFloat(getComputedStyle(x).fontSize)))"
@@ -363,7 +345,7 @@ def check_explorers(page) -> None:
 
 
 def check_patching_explorer(page) -> None:
-    """The patching explorer (on the explorers' page) answers a new pair and shows a malformed
+    """The patching explorer (in the cells added to notebook 03) answers a new pair and shows a malformed
     one's error inside itself, with no stale figure under it."""
     from playwright.sync_api import expect
 
