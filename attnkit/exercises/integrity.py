@@ -122,11 +122,12 @@ class Snapshot:
         self.modules = {name: m for name, m in list(sys.modules.items()) if _watched(name) and m is not None}
         known, read = (base.modules, base.namespaces) if base is not None else ({}, {})
         # sys holds state IPython rewrites on every error (sys.last_type ...): its streams and tracer
-        # are compared below instead.
+        # are compared below instead. builtins is always read again: the shell adds its own names
+        # (display) when it starts, after the base was taken.
         self.namespaces: dict[str, dict] = {
             name: read[name] if known.get(name) is m and name != "builtins" else _routines(vars(m))
             for name, m in self.modules.items()
-            if name != "sys"  # builtins: read again, the shell adds its own (display) when it starts
+            if name != "sys"
         }
         self.classes = {}
         for name, module in self.modules.items():
