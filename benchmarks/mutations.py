@@ -131,7 +131,7 @@ MUTATIONS = [
     (
         "ablation: zero ablation keeps half the head",
         "ablation",
-        "core/hooks.py",
+        "core/head_ablation.py",
         "return g * z + (1 - g) * f",
         "return (g + 1) / 2 * z + (1 - g) * f",
         ["tests/test_ablation.py"],
@@ -139,7 +139,7 @@ MUTATIONS = [
     (
         "ablation: the wrong head is removed (off by one)",
         "ablation",
-        "core/hooks.py",
+        "core/head_ablation.py",
         "out.setdefault(name, []).append(int(index))",
         "out.setdefault(name, []).append((int(index) + 1) % 4)",
         ["tests/test_ablation.py"],

@@ -15,7 +15,7 @@ from attnkit.adder import CHECKPOINT, Adder
 from attnkit.adder.data import BOS, EOS, PAD, carry_stats, load_test_set
 from attnkit.adder.evaluate import mean_z
 from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
-from attnkit.core.hooks import gate_z
+from attnkit.core.head_ablation import gate_z
 from attnkit.interp.sweep import _decide
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from attnkit.adder.data import PAD
-from attnkit.core.hooks import gate_z
+from attnkit.core.head_ablation import gate_z
 from attnkit.exercises import ablation as ablation_checks
 from attnkit.exercises import models as check_models
 
@@ -202,7 +202,7 @@ def test_ablation_hook_correct_variants():
     passed, line = run(ablation_checks.check_ablation_hook, hook_in_place)  # issue 27: z must stay as it came
     assert not passed and "your hook wrote into the z it was handed" in line, line
     passed, line = run(ablation_checks.check_ablation_hook, hook_gate)  # the kit's own gate_z does the work
-    assert not passed and "calls the kit's own attnkit.core.hooks.gate_z" in line, line
+    assert not passed and "calls the kit's own attnkit.core.head_ablation.gate_z" in line, line
 
 
 def test_ablation_hook_mistakes():

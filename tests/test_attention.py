@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnkit.core.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
-from attnkit.core.hooks import gate_z
+from attnkit.core.head_ablation import gate_z
 
 TOL = {torch.float32: dict(atol=1e-5, rtol=1e-5), torch.float64: dict(atol=1e-9, rtol=1e-9)}
 DTYPES = [torch.float32, torch.float64]

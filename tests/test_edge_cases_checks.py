@@ -461,7 +461,7 @@ def test_greedy_writing_one_token_throughout_is_told_what_the_model_gives():
 
 def importance(model, name, batches, *, freeze=False, restore=True, write_gold=False):
     from attnkit.adder.data import PAD
-    from attnkit.core.hooks import gate_z
+    from attnkit.core.head_ablation import gate_z
 
     n_heads = model.attention_modules()[name].n_heads
     params = list(model.parameters())

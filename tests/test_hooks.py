@@ -8,7 +8,8 @@ import torch
 
 from attnkit.adder.data import BOS, PAD, encode_sources
 from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
-from attnkit.core.hooks import ActivationCache, HookedModel, HookPoint, ablate_heads
+from attnkit.core.head_ablation import ablate_heads
+from attnkit.core.hooks import ActivationCache, HookedModel, HookPoint
 from attnkit.sortedness import SortednessClassifier, SortednessConfig
 
 ATTENTION_HOOKS = ("hook_q", "hook_k", "hook_v", "hook_scores", "hook_pattern", "hook_z", "hook_result")

@@ -17,7 +17,8 @@ import numpy as np
 import torch
 
 from ..core.checkpoint import check_metrics, config_from, load_checkpoint, load_state, out_of_range
-from ..core.hooks import ActivationCache, ablate_heads
+from ..core.head_ablation import ablate_heads
+from ..core.hooks import ActivationCache
 from ..core.runtime import default_device, eval_threads
 from .data import BOS, DATA_DIR, EOS, PAD, decode_digits, encode_sources, load_test_set, parse_problem, tokens
 from .evaluate import evaluate, greedy_correct, mean_z, predict

@@ -19,7 +19,8 @@ import torch
 from torch import Tensor
 
 from ..adder.data import PAD
-from ..core.hooks import HookPoint, ablate_heads
+from ..core.head_ablation import ablate_heads
+from ..core.hooks import HookPoint
 from .ablation_activations import HOOK_ADVICE, MEAN_Z_ADVICE, _diagnose_hook, _mean_z_mistakes, _mean_z_shapes
 from .ablation_rankings import IMPORTANCE_ADVICE, PRUNE_ADVICE, _gate_grads, _importance_mistakes, _pruning_cases
 from .ablation_values import _array, _learner, _randn, _same
@@ -34,8 +35,8 @@ from .models import sum_batches, tiny_ablation_model
     "04-ablation-hook",
     "my_ablation_hook",
     references=(
-        "attnkit.core.hooks:gate_z",
-        "attnkit.core.hooks:ablate_heads",
+        "attnkit.core.head_ablation:gate_z",
+        "attnkit.core.head_ablation:ablate_heads",
     ),
 )
 @torch.no_grad()

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..adder.data import PAD
-from ..core.hooks import gate_z
+from ..core.head_ablation import gate_z
 
 # ---------------------------------------------------------------- ⭐⭐ greedy joint pruning
 

@@ -4,7 +4,7 @@
         adder.solve(["663+497"])
 
 A removed head's z (its output before W_O) is replaced, for every query position, through a
-hook on the module's hook_z (core/hooks.py):
+hook on the module's hook_z (core/head_ablation.py):
   * "zero": by 0;
   * "mean": by its mean z over the held-out set (adder/evaluate.py `mean_z`): the average over
     every real query position (encoder: every non-padding source token; decoder: <s> and each
@@ -26,7 +26,7 @@ from torch import Tensor
 
 from ..adder.data import PAD, encode_sources, encode_targets, load_test_set
 from ..adder.evaluate import mean_z, per_model
-from ..core.hooks import ablate_heads
+from ..core.head_ablation import ablate_heads
 from ..core.runtime import analysis_threads
 
 MODES = ("zero", "mean")

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..adder.data import PAD, carry_stats, load_test_set
-from ..core.hooks import gate_z
+from ..core.head_ablation import gate_z
 from ..core.runtime import analysis_threads
 from .ablation import THRESHOLD_POINTS, Problems, check_baseline, fills_for, held_out_problems, model_of
 from .sweep import fast_matches

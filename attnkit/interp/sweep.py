@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from ..adder.data import PAD
-from ..core.hooks import ablate_heads, gate_z, keep_vectors
+from ..core.head_ablation import ablate_heads, gate_z, keep_vectors
 from ..core.runtime import analysis_threads
 from .ablation import Problems, fills_for, model_of, plain_matches
 

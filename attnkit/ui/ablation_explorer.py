@@ -15,7 +15,7 @@ import ipywidgets as W
 import numpy as np
 
 from ..adder.data import carry_stats, load_test_set, parse_problem
-from ..core.hooks import heads_by_module
+from ..core.head_ablation import heads_by_module
 from ..interp.ablation import MODES, Problems, check_baseline, model_of
 from ..interp.studies import CARRY_GROUPS, pruning_subset
 from ..interp.sweep import fast_matches
