@@ -4,22 +4,50 @@ VENV     := .venv
 PY       := $(VENV)/bin/python
 STAMP    := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
-# Extra pip options, e.g. PIP_ARGS='--extra-index-url https://download.pytorch.org/whl/cpu' (README).
+# Extra pip options, e.g. a mirror: PIP_ARGS='--index-url https://pypi.example.edu/simple'.
 PIP_ARGS ?=
+# Every install takes its exact versions from constraints.txt (the lock); pyproject.toml states ranges.
+LOCK     := constraints.txt
+# On Linux, PyPI's torch bundles CUDA (several GB): take the CPU build from PyTorch's own index
+# instead. `make lab TORCH_INDEX=` keeps PyPI's build, for a learner with an NVIDIA GPU.
+TORCH_INDEX ?= $(if $(filter Linux,$(shell uname -s)),https://download.pytorch.org/whl/cpu)
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
+# The learner's edition `make lab` opens: stubs first, each solution folded beneath (git-ignored).
+LEARNER_EDITION := self-study
+comma := ,
 
-.PHONY: setup lab test check test-cpus chromium data bench site figures lint
+.PHONY: setup lab solutions test check test-cpus chromium data bench site figures lint
 
+# One environment, .venv: the lab extra (JupyterLab) for `make lab`; dev and site for the tests.
+LAB_STAMP := $(VENV)/.installed-lab
 setup: $(STAMP)
-
-# The environment is rebuilt whenever pyproject.toml (the one list of pinned packages) changes.
-$(STAMP): pyproject.toml
+$(PY):
 	@command -v $(PYTHON) >/dev/null || { echo "make: $(PYTHON) not found; install Python 3.11 (or: make PYTHON=/path/to/python3.11 ...)"; exit 1; }
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet $(PIP_ARGS) -e '.[dev,site]'
+	$(PYTHON) -m venv $(VENV)
+
+# torch on its own first (--no-deps: only torch comes from its index), then the rest.
+define install
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet --no-deps $(PIP_ARGS) -c $(LOCK) \
+		$(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) torch
+	$(PY) -m pip install --quiet $(PIP_ARGS) -c $(LOCK) -e '.[$(1)]'
+endef
+
+$(STAMP): pyproject.toml $(LOCK) | $(PY)
+	$(call install,lab$(comma)dev$(comma)site)
+	touch $@ $(LAB_STAMP)
+
+$(LAB_STAMP): pyproject.toml $(LOCK) | $(PY)
+	$(call install,lab)
 	touch $@
 
-lab: setup
+# JupyterLab on the learner's edition, written once to self-study/ (a notebook you changed there is
+# never overwritten; a notebook new to the course is added). Instructors: `make solutions`.
+lab: $(LAB_STAMP)
+	$(PY) -m attnkit course $(LEARNER_EDITION) --edition self-study --keep-changed
+	$(VENV)/bin/jupyter lab $(ROOT_FLAG) $(LEARNER_EDITION)/
+
+# The solved notebooks (every answer written out), for instructors and the tests.
+solutions: $(LAB_STAMP)
 	$(VENV)/bin/jupyter lab $(ROOT_FLAG) notebooks/
 
 # Unit tests, then every notebook under nbval: notebooks are committed without outputs, so
@@ -48,7 +76,7 @@ test: setup chromium
 # tests run under `make test`); `slow` and `browser` marks are left out everywhere. No nbval.
 CHECK_SKIP := nbgrader_check.py test_broken_models.py test_browser.py test_course.py test_grading.py \
 	test_guards_files.py test_guards_runs.py test_imports.py test_notebooks.py test_resources.py \
-	test_robustness.py test_site.py test_wheel.py test_widgets.py test_claims.py test_bench_threads.py
+	test_install.py test_robustness.py test_site.py test_wheel.py test_widgets.py test_claims.py test_bench_threads.py
 check: setup
 	OMP_NUM_THREADS=1 $(KEEP_FREED) $(PY) -m pytest -q -n 2 -p no:cacheprovider -o addopts="-p pytest_startup" -m "not slow and not browser" \
 		$(addprefix --ignore=tests/,$(CHECK_SKIP)) tests
@@ -90,11 +118,11 @@ test-cpus: setup
 # The course for a class: the student edition (stubs, hints, no solutions) to hand out, and the
 # self-study edition (each solution collapsed under its stub). Neither overwrites a changed notebook.
 .PHONY: student self-study
-student: setup
-	$(PY) -m attnkit student student
+student: $(LAB_STAMP)
+	$(PY) -m attnkit course student --edition student --keep-changed
 
-self-study: setup
-	$(PY) -m attnkit student self-study --with-solutions
+self-study: $(LAB_STAMP)
+	$(PY) -m attnkit course self-study --edition self-study --keep-changed
 
 # The course site: every notebook run on the committed checkpoints and rendered with its outputs
 # to site/ (index.html first), readable offline; then the site's browser test on every page.
@@ -141,13 +169,18 @@ nbgrader-check: setup $(NBGRADER_VENV)/.installed
 bench: setup
 	@for script in benchmarks/bench_*.py benchmarks/check_gpu.py; do echo "== $$script"; $(PY) $$script || exit 1; done
 
-# The kit as an administrator installs it: the sdist and wheel built, the wheel installed into a
-# fresh venv outside the repository, every model loaded and notebook 03 run from there
-# (tests/test_wheel.py; 2.5-4.5 minutes on 2 shared cores: 149 s and 260 s; most of it pip installing torch and
-# JupyterLab from its cache into the fresh venv).
-.PHONY: wheel-test
+# The kit as an administrator installs it (tests/test_wheel.py): the sdist and wheel built, the wheel
+# installed into a fresh venv outside the repository with the lock; every model loaded, the
+# instructor's path (course, student, grade on per-learner folders) compared with the clone's,
+# notebook 03 run there; then the wheel added to an environment built like a year-old hub
+# (tests/compat/year-old-hub.txt), which must not change, with notebooks 01 and 03 run there.
+# Minutes (pip installs torch and JupyterLab into two venvs); CI runs it. compat-test: the last part only.
+.PHONY: wheel-test compat-test
 wheel-test: setup
 	ATTNKIT_WHEEL=1 OMP_NUM_THREADS=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_wheel.py
+
+compat-test: setup
+	ATTNKIT_WHEEL=1 OMP_NUM_THREADS=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_wheel.py -k year_old
 
 # A real JupyterHub serving the course (tests/hub/hub_check.py; not in `make test`; needs root: it
 # makes a Unix user per learner and removes them after). JupyterHub and the kit's wheel go into
@@ -167,7 +200,7 @@ hub: setup
 	rm -rf build/lib build/bdist.*
 	test -x $(HUB)/venv/bin/python || $(HUB_PYTHON) -m venv $(HUB)/venv
 	$(HUB)/venv/bin/pip install --quiet $(PIP_ARGS) jupyterhub==$(JUPYTERHUB_VERSION)
-	$(HUB)/venv/bin/pip install --quiet $(PIP_ARGS) $(HUB)/dist/attnkit-*.whl
+	$(HUB)/venv/bin/pip install --quiet $(PIP_ARGS) -c $(LOCK) "$$(ls $(HUB)/dist/attnkit-*.whl)[lab]"
 	$(HUB)/venv/bin/pip install --quiet --force-reinstall --no-deps $(HUB)/dist/attnkit-*.whl  # same version, new build
 	test -x $(HUB)/chp/node_modules/.bin/configurable-http-proxy || \
 		npm install --prefix $(HUB)/chp --no-save --no-audit --no-fund configurable-http-proxy@$(CHP_VERSION)

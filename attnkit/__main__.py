@@ -221,11 +221,11 @@ def _course(parser, args) -> None:
 
 def _student(parser, args) -> None:
     from .course.editions import write_student_edition
-    from .course.grading import NOTEBOOKS_DIR
+    from .resources import notebooks_dir
 
     try:
         written = write_student_edition(
-            NOTEBOOKS_DIR, args.dir, args.with_solutions, args.force, hints=not args.no_hints
+            notebooks_dir(), args.dir, args.with_solutions, args.force, hints=not args.no_hints
         )
     except (ValueError, OSError) as e:
         parser.error(str(e))
@@ -251,8 +251,10 @@ def _grade(parser, args) -> None:
         still_to_grade,
         summary,
     )
+    from .course.grading import require_course
 
     try:  # everything checked before any notebook runs
+        require_course()  # no course found: exit 2 and no CSV, never a class graded zero
         check_cell_timeout(args.cell_timeout)
         if args.jobs < 1:
             raise ValueError(f"--jobs must be at least 1, got {args.jobs}")

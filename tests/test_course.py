@@ -316,6 +316,21 @@ def test_grade_command_writes_a_row_per_exercise_and_never_stops_at_a_bad_notebo
     assert status == 2 and "folder" in err and "does not exist" in err
 
 
+def test_grade_refuses_when_it_cannot_find_its_course(tmp_path, capsys, monkeypatch):
+    """An install without its notebooks must not grade a class zero: exit 2, where it looked, no CSV."""
+    from attnkit.course import grading
+
+    nowhere = tmp_path / "site-packages" / "attnkit" / "notebooks"
+    monkeypatch.setattr(grading, "NOTEBOOKS_DIR", nowhere)
+    monkeypatch.setattr(grading.require_course, "__defaults__", (nowhere,))
+    solved = tmp_path / NB01.name
+    solved.write_bytes(NB01.read_bytes())
+    status, stdout, err = cli(capsys, monkeypatch, tmp_path, "grade", solved, "--csv", tmp_path / "g.csv")
+    assert status == 2, (status, stdout, err)
+    assert "no course notebooks" in err and str(nowhere) in err and "Traceback" not in err
+    assert not (tmp_path / "g.csv").exists() and not list(tmp_path.glob("*.csv"))
+
+
 def test_a_submission_is_matched_to_its_course_notebook():
     from attnkit.course.grading import course_notebook
 

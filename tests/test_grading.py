@@ -5,6 +5,7 @@ is not the learner's; a class resumes, survives Ctrl-C, bad files and stray proc
 
 import csv
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -448,3 +449,14 @@ def test_ctrl_c_keeps_what_was_graded(tmp_path):
     assert time.monotonic() - start < 10 and proc.returncode == 130, err
     assert "1 notebook(s) graded in this run are kept" in err and "Traceback" not in err
     assert {r["learner_file"] for r in csv.DictReader(out.open(encoding="utf-8"))} == {str(done)}
+
+
+def test_the_kits_hash_covers_the_course_notebooks_the_check_cells_come_from(tmp_path):
+    course = tmp_path / "course"
+    course.mkdir()
+    for source in grading.course_notebooks():
+        shutil.copy(source, course / source.name)
+    assert gradebook.kit_hash(course) == gradebook.kit_hash()  # the same files, wherever they lie
+    edited = course / NB01.name
+    edited.write_text(edited.read_text().replace("✅", "✓", 1))
+    assert gradebook.kit_hash(course) != gradebook.kit_hash()

@@ -1,14 +1,19 @@
 """The kit as an administrator installs it: build the sdist and a wheel from it (and a wheel
 straight from the tree, which must hold the same files), install that wheel into a fresh venv
-outside the repository, and from there load every model, copy the course with `attnkit course`
-and run notebook 03 top to bottom in a kernel of that venv.
+outside the repository (with the lock, constraints.txt), and from there: load every model, hash
+what grading reads, walk the instructor's path (`attnkit course`, `attnkit student`, `attnkit grade`
+on per-learner folders, each giving what the clone gives; `grade` refusing when its course is gone)
+and run notebook 03 top to bottom in a kernel of that venv. Then the wheel goes into an
+environment built like a year-old hub (tests/compat/year-old-hub.txt): installing it must change
+none of that environment's packages, and notebooks 01 and 03 must pass every check there.
 
-Slow (149 s and 260 s in two runs on 2 shared cores, most of it pip installing torch and JupyterLab from its
-cache), so it runs only with ATTNKIT_WHEEL=1: `make wheel-test`.
+Slow (minutes: pip installs torch and JupyterLab into two fresh venvs), so it runs only with
+ATTNKIT_WHEEL=1: `make wheel-test` (CI runs it).
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -74,11 +79,13 @@ def wheels(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def venv(wheels, tmp_path_factory):
-    """A fresh venv, outside the repository, with the wheel (and its pinned dependencies) installed."""
+    """A fresh venv, outside the repository, with the wheel and JupyterLab (its lab extra) installed
+    at the lock's versions, as the README tells an instructor to."""
     where = tmp_path_factory.mktemp("site")
     assert ROOT not in where.parents
     run([sys.executable, "-m", "venv", where / "venv"], env=clean_env())
-    run([where / "venv/bin/python", "-m", "pip", "install", "--quiet", wheels[0]], env=clean_env())
+    pip = [where / "venv/bin/python", "-m", "pip", "install", "--quiet", "-c", ROOT / "constraints.txt"]
+    run([*pip, f"{wheels[0]}[lab]"], env=clean_env())
     return where
 
 
@@ -109,9 +116,11 @@ SEQUENCES += [
 ANSWERS = """
 import json, sys, attnkit
 from attnkit.core.checkpoint import DATA_DIR
+from attnkit.course.gradebook import kit_hash
 from attnkit.course.grading import NOTEBOOKS_DIR
 sequences = json.loads(sys.argv[1])
 answers = {"module": attnkit.__file__, "data": str(DATA_DIR), "notebooks": str(NOTEBOOKS_DIR),
+           "kit_hash": kit_hash(), "course": sorted(p.name for p in NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb")),
            "adder": attnkit.load_pretrained("adder").solve(["663+497", "5+5", "999+1", "0+0", "123+877"])}
 for name in attnkit.PRETRAINED[1:]:
     answers[name] = [bool(b) for b in attnkit.load_pretrained(name).predict(sequences)]
@@ -122,18 +131,56 @@ print(json.dumps(answers))
 def test_the_installed_kit_loads_every_model_from_its_own_files(venv, tmp_path):
     sequences = json.dumps(SEQUENCES)
     answers = json.loads(run([venv / "venv/bin/python", "-c", ANSWERS, sequences], cwd=venv, env=clean_env()))
-    site = venv / "venv/lib"
+    kit = Path(answers["module"]).parent
+    assert kit.is_relative_to(venv / "venv/lib") and kit.name == "attnkit"
     for key in ("module", "data", "notebooks"):
-        assert Path(answers.pop(key)).is_relative_to(site), f"{key} found outside the installed kit"
+        assert Path(answers.pop(key)).is_relative_to(kit), f"{key} found outside the installed kit"
     # the same files give the same answers as the checkout's kit (same torch, same CPU: same bits)
     ours = json.loads(run([sys.executable, "-c", ANSWERS, sequences], cwd=tmp_path, env=clean_env()))
     for key in ("module", "data", "notebooks"):
         assert Path(ours.pop(key)).is_relative_to(ROOT)
     import attnkit
 
+    # what grading reads (code, the adder's files, the course notebooks) is the same, byte for byte
+    assert answers["course"] == sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert answers.pop("kit_hash") == ours.pop("kit_hash") and answers.pop("course") == ours.pop("course")
     assert set(answers) == set(attnkit.PRETRAINED)
     assert answers["adder"] == ["1160", "10", "1000", "0", "1000"]
     assert answers == ours
+
+
+def run_notebook(venv: Path, notebook: Path) -> None:
+    """Run `notebook` top to bottom in a kernel of `venv`'s Python (whatever "python3" kernels this
+    machine has elsewhere) and assert that every check cell printed ✅ and no ❌."""
+    spec = notebook.parent / "jupyter/kernels/attnkit-wheel"
+    spec.mkdir(parents=True, exist_ok=True)
+    argv = [str(venv / "bin/python"), "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "attnkit", "language": "python"}))
+    ran = notebook.with_name("ran-" + notebook.name)
+    run(
+        [
+            venv / "bin/jupyter",
+            "nbconvert",
+            "--to",
+            "notebook",
+            "--execute",
+            "--output",
+            ran.name,
+            "--ExecutePreprocessor.kernel_name=attnkit-wheel",
+            "--ExecutePreprocessor.timeout=600",
+            notebook,
+        ],
+        cwd=notebook.parent,
+        env=clean_env(JUPYTER_PATH=str(notebook.parent / "jupyter")),
+    )
+    nb = nbformat.read(ran, as_version=4)
+    checks = [c for c in nb.cells if "check" in c.get("metadata", {}).get("tags", [])]
+    assert checks, f"{notebook.name} has no check cells"
+    for cell in checks:
+        text = "".join(
+            o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream" and o.get("name") == "stdout"
+        )
+        assert text.startswith("✅") and "❌" not in text, (notebook.name, cell.metadata.get("attnkit"), text)
 
 
 def test_a_learner_gets_the_course_and_notebook_03_runs_top_to_bottom(venv):
@@ -141,40 +188,99 @@ def test_a_learner_gets_the_course_and_notebook_03_runs_top_to_bottom(venv):
     run([venv / "venv/bin/attnkit", "course", course], cwd=venv, env=clean_env())
     names = sorted(p.name for p in course.glob("*.ipynb"))
     assert names == sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    # a kernel of the installed venv, whatever "python3" kernels this machine has elsewhere
-    spec = venv / "jupyter/kernels/attnkit-wheel"
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(
-        json.dumps(
-            {
-                "argv": [str(venv / "venv/bin/python"), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                "display_name": "attnkit (wheel)",
-                "language": "python",
-            }
+    run_notebook(venv / "venv", course / "03_attention_heatmaps.ipynb")
+
+
+NB01 = "01_attention_from_scratch.ipynb"
+
+
+def instructor_path(attnkit: list, where: Path) -> dict:
+    """The instructor's commands with one install of the kit (`attnkit` is how to call it), in `where`:
+    the student and self-study editions, then a solved and a blank notebook 01 in per-learner
+    folders, graded. {file name: bytes} of what they wrote, and the grades' rows."""
+    env = clean_env()
+    run([*attnkit, "course", "handout", "--edition", "student"], cwd=where, env=env)
+    run([*attnkit, "student", "student"], cwd=where, env=env)
+    run([*attnkit, "course", "self-study", "--edition", "self-study"], cwd=where, env=env)
+    run([*attnkit, "course", "complete"], cwd=where, env=env)
+    for learner, edition in (("ann", "complete"), ("ben", "handout")):  # solved, and blank as handed out
+        (where / "submissions" / learner).mkdir(parents=True)
+        shutil.copy(where / edition / NB01, where / "submissions" / learner / NB01)
+    grading = run([*attnkit, "grade", "submissions/ann/" + NB01, "submissions/ben/" + NB01], cwd=where, env=env)
+    with open(where / "grades.csv", encoding="utf-8", newline="") as f:
+        rows = [(r["learner_file"], r["exercise"], r["passed"], r["mistake"]) for r in csv.DictReader(f)]
+    files = {
+        str(p.relative_to(where)): p.read_bytes()
+        for folder in ("handout", "student", "self-study", "complete")
+        for p in sorted((where / folder).glob("*.ipynb"))
+    }
+    return {"files": files, "rows": rows, "summary": grading}
+
+
+def test_the_instructors_path_from_the_wheel_gives_what_the_clone_gives(venv, tmp_path):
+    (tmp_path / "wheel").mkdir(), (tmp_path / "clone").mkdir()
+    wheel = instructor_path([venv / "venv/bin/attnkit"], tmp_path / "wheel")
+    clone = instructor_path([sys.executable, "-m", "attnkit"], tmp_path / "clone")
+    assert wheel["files"] == clone["files"] and len(wheel["files"]) == 4 * len(list((ROOT / "notebooks").glob("0*")))
+    assert wheel["rows"] == clone["rows"]
+    ann = [r for r in wheel["rows"] if r[0].startswith("submissions/ann/")]
+    ben = [r for r in wheel["rows"] if r[0].startswith("submissions/ben/")]
+    assert len(ann) == len(ben) == 5 and len(wheel["rows"]) == 10
+    assert all(r[2] == "yes" for r in ann), ann  # solved: every exercise passes
+    assert all(r[2] == "no" and r[3] == "not-done" for r in ben), ben  # blank: every exercise still to do
+    assert "total: 5/10 exercises passed in 2 notebook(s)" in wheel["summary"]
+
+
+def test_the_installed_grader_refuses_when_its_course_is_gone(venv, tmp_path):
+    kit = run([venv / "venv/bin/python", "-c", "import attnkit; print(attnkit.__file__)"], cwd=venv, env=clean_env())
+    notebooks = Path(kit.strip()).parent / "notebooks"
+    assert notebooks.is_relative_to(venv / "venv"), notebooks  # only the installed copy is moved away
+    submission = tmp_path / "ann" / NB01
+    submission.parent.mkdir()
+    shutil.copy(ROOT / "notebooks" / NB01, submission)
+    notebooks.rename(notebooks.with_name("notebooks-away"))
+    try:
+        out = subprocess.run(
+            [venv / "venv/bin/attnkit", "grade", submission, "--csv", tmp_path / "grades.csv"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=clean_env(),
         )
-    )
-    env = clean_env(JUPYTER_PATH=str(venv / "jupyter"))
-    run(
-        [
-            venv / "venv/bin/jupyter",
-            "nbconvert",
-            "--to",
-            "notebook",
-            "--execute",
-            "--output",
-            "ran.ipynb",
-            "--ExecutePreprocessor.kernel_name=attnkit-wheel",
-            "--ExecutePreprocessor.timeout=600",
-            course / "03_attention_heatmaps.ipynb",
-        ],
-        cwd=course,
-        env=env,
-    )
-    nb = nbformat.read(course / "ran.ipynb", as_version=4)
-    checks = [c for c in nb.cells if "check" in c.get("metadata", {}).get("tags", [])]
-    assert checks, "notebook 03 has no check cells"
-    for cell in checks:
-        text = "".join(
-            o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream" and o.get("name") == "stdout"
-        )
-        assert text.startswith("✅") and "❌" not in text, (cell.metadata.get("attnkit"), text)
+    finally:
+        notebooks.with_name("notebooks-away").rename(notebooks)
+    assert out.returncode == 2, (out.returncode, out.stdout, out.stderr)
+    assert "no course notebooks" in out.stderr and str(notebooks) in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "grades.csv").exists()
+
+
+def installed(python: Path) -> dict:
+    """{normalised name: version} of every package in that environment."""
+    listed = json.loads(run([python, "-m", "pip", "list", "--format", "json"], env=clean_env()))
+    return {p["name"].lower().replace("_", "-"): p["version"] for p in listed}
+
+
+def test_the_wheel_changes_nothing_in_a_year_old_hub_and_notebooks_01_and_03_pass_there(wheels, tmp_path_factory):
+    """An environment built like a year-old hub image (the oldest release of each series the kit
+    states as its lower bound); the kit's wheel is added as an instructor adds it to a hub."""
+    where = tmp_path_factory.mktemp("old-hub")
+    hub = where / "venv"
+    run([sys.executable, "-m", "venv", hub], env=clean_env())
+    run([hub / "bin/python", "-m", "pip", "install", "--quiet", "-r", ROOT / "tests/compat/year-old-hub.txt"])
+    before = installed(hub / "bin/python")
+    pinned = [
+        line.split("==")
+        for line in (ROOT / "tests/compat/year-old-hub.txt").read_text().splitlines()
+        if "==" in line and not line.startswith("#")
+    ]
+    for name, version in pinned:  # the environment is what it claims to be
+        assert before[name.lower()].split("+")[0] == version, (name, before[name.lower()])
+    run([hub / "bin/python", "-m", "pip", "install", "--quiet", wheels[0]], env=clean_env())
+    after = installed(hub / "bin/python")
+    changed = {n: (v, after.get(n)) for n, v in before.items() if after.get(n) != v}
+    assert not changed, f"installing the kit changed the hub's packages: {changed}"
+    assert set(after) - set(before) == {"attnkit"}, set(after) - set(before)
+    course = where / "course"
+    run([hub / "bin/attnkit", "course", course], cwd=where, env=clean_env())
+    for name in (NB01, "03_attention_heatmaps.ipynb"):
+        run_notebook(hub, course / name)

@@ -18,11 +18,12 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
+from ..resources import package_folder
 from . import grading
 from .grading import NOTEBOOKS_DIR, Row, grade_notebook
 
 COLUMNS = ["learner_file", "exercise", "passed", "line", "mistake"]
-KIT_DIR = Path(grading.__file__).resolve().parents[1]
+KIT_DIR = Path(grading.__file__).resolve().parents[1]  # the installed package, attnkit/
 MIN_CELL_TIMEOUT = 10.0  # s: below it an honest notebook's slowest cell fails on a loaded machine
 
 
@@ -41,11 +42,19 @@ def check_cell_timeout(value: float) -> float:
     return value
 
 
-def kit_hash() -> str:
-    """A hash of the kit's code and the data its checkers read (a submission must not change them)."""
+def kit_hash(notebooks_dir: Path = NOTEBOOKS_DIR) -> str:
+    """A hash of what grading reads (a submission must not change it): the kit's code, the data its
+    checkers read and the course notebooks the check cells come from, wherever the kit is installed."""
     digest = hashlib.sha256()
-    for path in sorted(KIT_DIR.rglob("*.py")) + sorted((KIT_DIR.parent / "data").glob("adder.*")):
-        digest.update(str(path.relative_to(KIT_DIR.parent)).encode() + b"\0" + path.read_bytes())
+    data, notebooks = package_folder("data"), Path(notebooks_dir)
+    folders = [
+        ("attnkit", KIT_DIR, sorted(KIT_DIR.rglob("*.py"))),
+        ("data", data, sorted(data.glob("adder.*"))),
+        ("notebooks", notebooks, grading.course_notebooks(notebooks)),
+    ]
+    for label, root, paths in folders:
+        for path in paths:
+            digest.update(f"{label}/{path.relative_to(root)}".encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 
@@ -131,11 +140,11 @@ def grade_class(
     by_file: dict[str, list[Row]] = {}
     for row in kept:
         by_file.setdefault(row.learner_file, []).append(row)
-    before, lock, graded = kit_hash(), threading.Lock(), []
+    before, lock, graded = kit_hash(notebooks_dir), threading.Lock(), []
 
     def one(name: str) -> list[Row]:
         rows = grade(name, cell_timeout, notebooks_dir)
-        if kit_hash() != before:
+        if kit_hash(notebooks_dir) != before:
             raise GradingStopped(
                 f"the kit's own files changed while {name} was graded: a submission may have "
                 f"rewritten them ({KIT_DIR}); reinstall attnkit and grade again "

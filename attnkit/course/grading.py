@@ -29,10 +29,13 @@ from typing import Any
 
 import nbformat
 
+from ..resources import notebooks_dir as _installed_notebooks
 from . import grading_server
 from .grading_server import STARTUP_LIMIT
 
-NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+# The course the grader checks against: the notebooks installed with the kit (a clone's notebooks/,
+# a wheel's attnkit/notebooks), found through attnkit.resources, never by walking up from this file.
+NOTEBOOKS_DIR = _installed_notebooks()
 SKIP = "skip"  # a course cell's metadata["attnkit"]["grading"]: no exercise needs it
 
 
@@ -60,6 +63,22 @@ def exercise_ids(nb) -> list[str]:
 
 def course_notebooks(notebooks_dir: Path = NOTEBOOKS_DIR) -> list[Path]:
     return sorted(Path(notebooks_dir).glob("[0-9][0-9]_*.ipynb"))
+
+
+class CourseMissing(ValueError):
+    """The course notebooks the grader checks against are not where the kit keeps them."""
+
+
+def require_course(notebooks_dir: Path = NOTEBOOKS_DIR) -> list[Path]:
+    """The course notebooks, or CourseMissing naming where they were looked for: a grader that found
+    no course would grade every learner zero."""
+    found = course_notebooks(notebooks_dir)
+    if not found:
+        raise CourseMissing(
+            f"cannot grade: no course notebooks (NN_name.ipynb) in {notebooks_dir}, where this attnkit keeps "
+            "them; the install is incomplete: reinstall attnkit (pip install --force-reinstall attnkit)"
+        )
+    return found
 
 
 def course_by_name(path: Path, notebooks_dir: Path = NOTEBOOKS_DIR) -> Path | None:
