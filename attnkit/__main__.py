@@ -105,7 +105,12 @@ def main(argv=None) -> None:
         "--no-hints", action="store_true", help="no hint blocks, and checkers that say only whether an answer passed"
     )
     grade = sub.add_parser("grade", help="grade submitted notebooks: a CSV row per exercise and a summary")
-    grade.add_argument("notebooks", nargs="+", help="the submitted .ipynb files")
+    grade.add_argument(
+        "notebooks",
+        nargs="+",
+        help="the submitted .ipynb files, or class folders: one folder per learner, named by the learner's id "
+        "(subs/ann/01_....ipynb; nbgrader's submitted/ann/ps1/01_....ipynb)",
+    )
     grade.add_argument(
         "--csv",
         default="grades.csv",
@@ -242,6 +247,7 @@ def _grade(parser, args) -> None:
     from tqdm.auto import tqdm
 
     from .core.outputs import check_output_file
+    from .course.classes import gather
     from .course.gradebook import (
         GradingStopped,
         check_cell_timeout,
@@ -255,6 +261,9 @@ def _grade(parser, args) -> None:
 
     try:  # everything checked before any notebook runs
         require_course()  # no course found: exit 2 and no CSV, never a class graded zero
+        handed_in = gather(args.notebooks)
+        if not handed_in.notebooks and not handed_in.missing:
+            raise ValueError("no notebook to grade in " + ", ".join(args.notebooks))
         check_cell_timeout(args.cell_timeout)
         if args.jobs < 1:
             raise ValueError(f"--jobs must be at least 1, got {args.jobs}")
@@ -271,10 +280,10 @@ def _grade(parser, args) -> None:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGHUP, stop)
-    bar = tqdm(total=len(dict.fromkeys(args.notebooks)), desc="grading", unit="notebook")
+    bar = tqdm(total=len(handed_in.notebooks), desc="grading", unit="notebook")
     graded: list[str] = []
     try:
-        _, todo = still_to_grade(args.notebooks, out, args.regrade)
+        _, todo = still_to_grade(handed_in.notebooks, out, args.regrade)
         if todo and not args.no_preflight:  # nothing to grade (a re-run): no need to check the environment
             bar.set_postfix_str("pre-flight: the course's own solutions")
             preflight(todo, args.cell_timeout, args.jobs)
@@ -285,12 +294,14 @@ def _grade(parser, args) -> None:
             bar.update()
 
         rows, graded = grade_class(
-            args.notebooks,
+            handed_in.notebooks,
             out,
             args.cell_timeout,
             args.jobs,
             args.regrade,
             progress=progress,
+            learner_of=handed_in.learner_of,
+            missing=handed_in.missing,
         )
     except KeyboardInterrupt:
         bar.close()
@@ -305,7 +316,7 @@ def _grade(parser, args) -> None:
         print(f"grading stopped: {e}", file=sys.stderr)
         sys.exit(1)
     bar.close()
-    skipped = len(dict.fromkeys(args.notebooks)) - len(graded)
+    skipped = len(handed_in.notebooks) - len(graded)
     text = (
         summary(rows)
         + (

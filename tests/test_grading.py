@@ -330,7 +330,7 @@ def test_rows_are_kept_as_they_come_and_a_rerun_resumes(tmp_path):
     files = [r["learner_file"] for r in kept]
     # every notebook graded before the interrupt is kept (s4 too, if the worker got to it), s3 is not
     assert files[:6] == [n for n in names[:3] for _ in range(2)] and names[3] not in files
-    assert list(kept[0]) == ["learner_file", "exercise", "passed", "line", "mistake"]
+    assert list(kept[0]) == ["learner_file", "exercise", "passed", "line", "mistake", "learner"]
     all_rows, graded = gradebook.grade_class(names, out, jobs=2, grade=fake_grade())
     assert names[3] in graded and set(graded) <= set(names[3:]) and len(all_rows) == 10
     assert [r.learner_file for r in all_rows][::2] == names  # in the order given

@@ -189,6 +189,8 @@ def test_a_learner_gets_the_course_and_notebook_03_runs_top_to_bottom(venv):
     names = sorted(p.name for p in course.glob("*.ipynb"))
     assert names == sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     run_notebook(venv / "venv", course / "03_attention_heatmaps.ipynb")
+    saved = sorted(p.name for p in (course / "artifacts").iterdir())  # its figures, in the learner's folder
+    assert saved and all(p.endswith((".png", ".svg")) for p in saved), saved
 
 
 NB01 = "01_attention_from_scratch.ipynb"
@@ -206,9 +208,15 @@ def instructor_path(attnkit: list, where: Path) -> dict:
     for learner, edition in (("ann", "complete"), ("ben", "handout")):  # solved, and blank as handed out
         (where / "submissions" / learner).mkdir(parents=True)
         shutil.copy(where / edition / NB01, where / "submissions" / learner / NB01)
-    grading = run([*attnkit, "grade", "submissions/ann/" + NB01, "submissions/ben/" + NB01], cwd=where, env=env)
+    # cal hands in the kit's own attention as his answer: the installed kit must know its own code
+    cheat = nbformat.read(where / "complete" / NB01, as_version=4)
+    [cell] = [c for c in cheat.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "01-attention"]
+    cell.source = "my_attention = scaled_dot_product_attention"
+    (where / "submissions" / "cal").mkdir()
+    nbformat.write(cheat, where / "submissions" / "cal" / NB01)
+    grading = run([*attnkit, "grade", "submissions"], cwd=where, env=env)  # the class folder
     with open(where / "grades.csv", encoding="utf-8", newline="") as f:
-        rows = [(r["learner_file"], r["exercise"], r["passed"], r["mistake"]) for r in csv.DictReader(f)]
+        rows = [(r["learner_file"], r["exercise"], r["passed"], r["mistake"], r["learner"]) for r in csv.DictReader(f)]
     files = {
         str(p.relative_to(where)): p.read_bytes()
         for folder in ("handout", "student", "self-study", "complete")
@@ -223,12 +231,13 @@ def test_the_instructors_path_from_the_wheel_gives_what_the_clone_gives(venv, tm
     clone = instructor_path([sys.executable, "-m", "attnkit"], tmp_path / "clone")
     assert wheel["files"] == clone["files"] and len(wheel["files"]) == 4 * len(list((ROOT / "notebooks").glob("0*")))
     assert wheel["rows"] == clone["rows"]
-    ann = [r for r in wheel["rows"] if r[0].startswith("submissions/ann/")]
-    ben = [r for r in wheel["rows"] if r[0].startswith("submissions/ben/")]
-    assert len(ann) == len(ben) == 5 and len(wheel["rows"]) == 10
+    ann, ben, cal = ([r for r in wheel["rows"] if r[0].startswith(f"submissions/{n}/")] for n in ("ann", "ben", "cal"))
+    assert len(ann) == len(ben) == len(cal) == 5 and len(wheel["rows"]) == 15
     assert all(r[2] == "yes" for r in ann), ann  # solved: every exercise passes
     assert all(r[2] == "no" and r[3] == "not-done" for r in ben), ben  # blank: every exercise still to do
-    assert "total: 5/10 exercises passed in 2 notebook(s)" in wheel["summary"]
+    assert [r[1:4] for r in cal if r[2] == "no"] == [("01-attention", "no", "kit-reference")], cal
+    assert [r[4] for r in ann + ben + cal] == ["ann"] * 5 + ["ben"] * 5 + ["cal"] * 5  # each row names its learner
+    assert "total: 9/15 exercises passed in 3 notebook(s)" in wheel["summary"]
 
 
 def test_the_installed_grader_refuses_when_its_course_is_gone(venv, tmp_path):

@@ -16,13 +16,16 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import replace
 from pathlib import Path
 
 from ..resources import package_folder
 from . import grading
 from .grading import NOTEBOOKS_DIR, Row, grade_notebook
 
-COLUMNS = ["learner_file", "exercise", "passed", "line", "mistake"]
+MISSING = "not-handed-in"  # the mistake id of a row for a notebook a learner did not return (classes.py)
+
+COLUMNS = ["learner_file", "exercise", "passed", "line", "mistake", "learner"]
 KIT_DIR = Path(grading.__file__).resolve().parents[1]  # the installed package, attnkit/
 MIN_CELL_TIMEOUT = 10.0  # s: below it an honest notebook's slowest cell fails on a loaded machine
 
@@ -71,7 +74,7 @@ def read_csv(path: Path) -> list[Row]:
                 f"{path} exists and is not a grades table written by attnkit (its first line is not "
                 f"{','.join(COLUMNS)}): choose another --csv"
             )
-        return [Row(r[0], r[1], r[2] == "yes", r[3], r[4] if len(r) > 4 else "") for r in reader if len(r) >= 4]
+        return [Row(r[0], r[1], r[2] == "yes", *r[3:6]) for r in reader if len(r) >= 4]
 
 
 def write_csv(rows: Iterable[Row], path) -> None:
@@ -81,7 +84,9 @@ def write_csv(rows: Iterable[Row], path) -> None:
     writer = csv.writer(buffer)
     writer.writerow(COLUMNS)
     for row in rows:
-        writer.writerow([row.learner_file, row.exercise, "yes" if row.passed else "no", row.line, row.mistake])
+        writer.writerow(
+            [row.learner_file, row.exercise, "yes" if row.passed else "no", row.line, row.mistake, row.learner]
+        )
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -114,7 +119,8 @@ def _umask() -> int:
 def still_to_grade(notebooks: list, out: Path, regrade: bool = False) -> tuple[list[Row], list[str]]:
     """(the rows of `out` kept, the notebooks to grade now): those not in `out` yet, or all with `regrade`."""
     names = [str(n) for n in notebooks]
-    kept = read_csv(out) if Path(out).exists() else []
+    # a "not handed in" row is worked out afresh on every run: the notebook may have come in since
+    kept = [r for r in read_csv(out) if r.mistake != MISSING] if Path(out).exists() else []
     if regrade:
         kept = [r for r in kept if r.learner_file not in set(names)]
     done = {r.learner_file for r in kept}
@@ -130,20 +136,25 @@ def grade_class(
     notebooks_dir: Path = NOTEBOOKS_DIR,
     progress: Callable[[str], None] | None = None,
     grade: Callable = grade_notebook,
+    learner_of: dict[str, str] | None = None,
+    missing: Iterable[Row] = (),
 ) -> tuple[list[Row], list[str]]:
     """Grade every notebook not yet in `out` (all with `regrade`), `jobs` at a time; the CSV is
-    rewritten atomically after each notebook. (all rows, the files graded now)."""
+    rewritten atomically after each notebook. `learner_of` names each notebook's learner; `missing`
+    are the rows of notebooks a learner did not hand in (attnkit.course.classes). (all rows, the
+    files graded now)."""
     out = Path(out)
     names = [str(n) for n in notebooks]
     kept, todo = still_to_grade(names, out, regrade)
-    order = {name: i for i, name in enumerate(names)}
+    learner_of = learner_of or {}
     by_file: dict[str, list[Row]] = {}
-    for row in kept:
+    for row in [*kept, *missing]:
         by_file.setdefault(row.learner_file, []).append(row)
+    order = {name: i for i, name in enumerate([*names, *(f for f in by_file if f not in names)])}
     before, lock, graded = kit_hash(notebooks_dir), threading.Lock(), []
 
     def one(name: str) -> list[Row]:
-        rows = grade(name, cell_timeout, notebooks_dir)
+        rows = [replace(r, learner=learner_of.get(name, "")) for r in grade(name, cell_timeout, notebooks_dir)]
         if kit_hash(notebooks_dir) != before:
             raise GradingStopped(
                 f"the kit's own files changed while {name} was graded: a submission may have "
@@ -251,6 +262,16 @@ def summary(rows: list[Row]) -> str:
         passed = sum(r.passed for r in file_rows)
         out.append(f"{name}: {passed}/{len(file_rows)} exercises passed")
         out += [f"    {'✓' if r.passed else '✗'} {r.exercise}: {r.line}" for r in file_rows if not r.passed]
+    learners: dict[str, list[Row]] = {}
+    for row in rows:
+        if row.learner:
+            learners.setdefault(row.learner, []).append(row)
+    for learner, learner_rows in learners.items():
+        handed = {r.learner_file for r in learner_rows if r.mistake != MISSING}
+        out.append(
+            f"learner {learner}: {sum(r.passed for r in learner_rows)}/{len(learner_rows)} exercises passed "
+            f"({len(handed)} notebook(s) handed in)"
+        )
     total = sum(r.passed for r in rows)
     out.append(f"total: {total}/{len(rows)} exercises passed in {len(files)} notebook(s)")
     return "\n".join(out)

@@ -46,6 +46,7 @@ class Row:
     passed: bool
     line: str  # the checker's line, or why there is none
     mistake: str = ""  # the mistake's id ("" when passed)
+    learner: str = ""  # the learner's id: their folder's name in a class folder ("" for a file named alone)
 
 
 def exercise_of(cell) -> str | None:
