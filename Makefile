@@ -107,7 +107,7 @@ FLOAT_UNIT_TESTS := tests/test_attention.py tests/test_hooks.py tests/test_model
 	tests/test_train.py tests/test_data.py tests/test_checks.py tests/test_adder_checks.py \
 	tests/test_heatmap_checks.py tests/test_ablation_checks.py tests/test_positional_checks.py \
 	tests/test_interp_checks.py tests/test_every_checker.py tests/test_edge_cases_checks.py \
-	tests/test_planted_mistakes_checks.py tests/test_reseed_and_inputs_checks.py
+	tests/test_planted_mistakes_checks.py tests/test_reseed_and_inputs_checks.py tests/test_fused.py
 FLOAT_TESTS ?= $(FLOAT_UNIT_TESTS) notebooks
 test-cpus: setup
 	@for cap in $(CPU_CAPABILITIES); do \
@@ -165,6 +165,18 @@ $(NBGRADER_VENV)/.installed:
 
 nbgrader-check: setup $(NBGRADER_VENV)/.installed
 	OMP_NUM_THREADS=1 $(PY) tests/nbgrader_check.py $(NBGRADER_VENV) 01 06
+
+# The speed guard (benchmarks/speed_guard.py, about 35 s): the kit's hot paths as ratios against a
+# PyTorch-only baseline of the same run, failing when one is more than its margin above the
+# committed figure (benchmarks/speed_guard.json); then two planted slowdowns, which must fail it.
+.PHONY: speed-guard
+speed-guard: setup
+	cd benchmarks && ../$(PY) speed_guard.py
+	cd benchmarks && if ../$(PY) speed_guard.py --plant chunk16 --only evaluation; then \
+		echo "speed-guard: a chunk size of 16 was not caught"; exit 1; fi
+	cd benchmarks && if ../$(PY) speed_guard.py --plant hook-sleep --only "training step" --only "ablation sweep"; then \
+		echo "speed-guard: a sleep in every hook point was not caught"; exit 1; fi
+	@echo "speed-guard: the kit is as fast as committed, and both planted slowdowns were caught"
 
 bench: setup
 	@for script in benchmarks/bench_*.py benchmarks/check_gpu.py; do echo "== $$script"; $(PY) $$script || exit 1; done

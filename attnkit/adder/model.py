@@ -12,6 +12,7 @@ from ..core.attention import MultiHeadAttention
 from ..core.blocks import EncoderLayer, FeedForward
 from ..core.hooks import HookedModel, HookPoint, model_lock
 from .data import BOS, PAD, VOCAB_SIZE, src_len, tgt_len
+from .fused import can_fuse, fused_greedy
 
 
 @dataclass(frozen=True)  # shared as a default argument: never changed in place (replace() makes a new one)
@@ -139,16 +140,18 @@ class Seq2SeqTransformer(HookedModel, nn.Module):
         return self.decode(tgt, self.encode(src), src == PAD)
 
     @torch.no_grad()
-    def greedy(self, src: Tensor, chunk: int = 512) -> Tensor:
+    def greedy(self, src: Tensor, chunk: int | None = None) -> Tensor:
         """Batched greedy decoding: (batch, src_pos) -> (batch, tgt_pos - 1) ids after <s>.
 
         The encoder runs once; each step feeds only the newest token through the decoder,
-        reusing every layer's keys and values. Chunks of 512 are as fast as 2048 on a CPU and
-        hold a third of the memory (10,000 problems: +32 MB peak, not +102: a learner's kernel
-        keeps what glibc once gave it; benchmarks/bench_notebook_memory.py).
+        reusing every layer's keys and values. With no hook attached (and no padding), the fused
+        path of fused.py computes the same answers without a module call per activation; otherwise
+        every hook point is passed, in chunks of `chunk` problems (512 by default).
         """
         with model_lock(self):  # no other thread's hooks come and go mid-answer
-            return self._greedy(src, chunk)
+            if can_fuse(self, src, PAD):
+                return fused_greedy(self, src, chunk)
+            return self._greedy(src, chunk or 512)
 
     def _greedy(self, src: Tensor, chunk: int) -> Tensor:
         outs = []

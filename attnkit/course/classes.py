@@ -53,7 +53,8 @@ def gather(paths: list[str], notebooks_dir: Path = NOTEBOOKS_DIR) -> Class:
         if not learners:
             raise ValueError(f"{path} holds no learner's folder: a class folder holds one folder per learner")
         by_learner = {learner: handed_in(learner) for learner in learners}
-        courses = {course_by_name(nb, notebooks_dir) for nbs in by_learner.values() for nb in nbs} - {None}
+        named = {course_by_name(nb, notebooks_dir) for nbs in by_learner.values() for nb in nbs}
+        courses = {c for c in named if c is not None}  # the course notebooks someone handed in
         for learner, notebooks in by_learner.items():
             for notebook in notebooks:
                 out.notebooks.append(str(notebook))
