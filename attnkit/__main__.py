@@ -21,6 +21,7 @@ to adder.interrupted.pt beside --out).
 import argparse
 import signal
 import sys
+from pathlib import Path
 
 from attnkit.course import skip_the_iri_grammar
 
@@ -128,6 +129,12 @@ def main(argv=None) -> None:
         action="store_true",
         help="grade again the notebooks already in the CSV (by default a re-run skips them)",
     )
+    grade.add_argument(
+        "--feedback",
+        metavar="DIR",
+        help="also write a feedback page per learner to DIR (Markdown for an LMS comment box, and HTML)",
+    )
+    grade.add_argument("--no-hints", action="store_true", help="feedback pages say only whether each exercise passed")
     grade.add_argument(
         "--no-preflight",
         action="store_true",
@@ -268,6 +275,8 @@ def _grade(parser, args) -> None:
         if args.jobs < 1:
             raise ValueError(f"--jobs must be at least 1, got {args.jobs}")
         out = check_output_file(args.csv, ".csv", "--csv")
+        if args.feedback is not None and Path(args.feedback).exists() and not Path(args.feedback).is_dir():
+            raise ValueError(f"--feedback {args.feedback} exists and is not a folder")
         if out.exists():
             from .course.gradebook import read_csv
 
@@ -316,6 +325,11 @@ def _grade(parser, args) -> None:
         print(f"grading stopped: {e}", file=sys.stderr)
         sys.exit(1)
     bar.close()
+    if args.feedback is not None:
+        from .course.feedback import write_feedback
+
+        pages = write_feedback(rows, args.feedback, hints=not args.no_hints)
+        print(f"feedback: {len(pages) // 2} page(s) in {args.feedback} (Markdown and HTML)")
     skipped = len(handed_in.notebooks) - len(graded)
     text = (
         summary(rows)

@@ -208,6 +208,8 @@ def test_correct_causal_masks_pass(mask_fn):
         (lambda n: torch.ones(n, n, dtype=torch.bool).tril(-1), "off by one — the diagonal is excluded"),
         (lambda n: torch.ones(n, n, dtype=torch.bool).triu(1), "mask inverted"),
         (lambda n: torch.ones(n, n, dtype=torch.bool).tril(1), "off by one: position i may not see position i+1"),
+        (lambda n: torch.ones(n, n, dtype=torch.bool), "every entry is True, so nothing is masked"),
+        (lambda n: torch.zeros(n, n, dtype=torch.bool), "every entry is False, so every key is blocked"),
         (lambda n: torch.ones(n, n).tril(), "return a bool tensor"),
         (lambda n: torch.ones(n, n, dtype=torch.long).tril(), "dtype torch.int64"),
         (lambda n: torch.full((n, n), float("-inf")).triu(1), "not an additive mask"),

@@ -13,7 +13,7 @@ import pytest
 
 from attnkit.course import gradebook
 from attnkit.course.classes import gather
-from attnkit.course.editions import student_notebook
+from attnkit.course.editions import BEGIN, END, student_notebook
 from attnkit.course.grading import NOTEBOOKS_DIR, Row, exercise_ids
 
 from helpers import cli
@@ -95,9 +95,36 @@ def test_grade_a_class_folder_from_the_command_line(tmp_path, capsys, monkeypatc
     hand_in(tmp_path / "subs" / "ann", NB01)  # solved
     nbformat.write(student_notebook(nbformat.read(NB01, as_version=4)), hand_in(tmp_path / "subs" / "ben", NB01))
     (tmp_path / "subs" / "dan").mkdir()  # handed in nothing
-    status, stdout, err = cli(capsys, monkeypatch, tmp_path, "grade", "subs", "--no-preflight")
+    wrong = nbformat.read(NB01, as_version=4)  # cal: one wrong answer, the rest solved
+    [cell] = [c for c in wrong.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "01-causal-mask"]
+    cell.source = "def my_causal_mask(n_pos):\n    return torch.ones(n_pos, n_pos, dtype=torch.bool).triu()"
+    (tmp_path / "subs" / "cal").mkdir()
+    nbformat.write(wrong, tmp_path / "subs" / "cal" / NB01.name)
+    status, stdout, err = cli(capsys, monkeypatch, tmp_path, "grade", "subs", "--no-preflight", "--feedback", "fb")
     assert status == 0, err
     table = list(csv.DictReader((tmp_path / "grades.csv").open(encoding="utf-8")))
-    by_learner = {name: [r["mistake"] for r in table if r["learner"] == name] for name in ("ann", "ben", "dan")}
-    assert by_learner == {"ann": [""] * 5, "ben": ["not-done"] * 5, "dan": [gradebook.MISSING] * 5}
+    by_learner = {name: [r["mistake"] for r in table if r["learner"] == name] for name in ("ann", "ben", "cal", "dan")}
+    assert by_learner["ann"] == [""] * 5 and by_learner["ben"] == ["not-done"] * 5
+    assert by_learner["dan"] == [gradebook.MISSING] * 5 and by_learner["cal"][0] and not any(by_learner["cal"][1:])
     assert "learner ann: 5/5" in stdout and "learner dan: 0/5 exercises passed (0 notebook(s) handed in)" in stdout
+    # a feedback page per learner: points from the stars (1 + 2 + 2 + 2 + 3), the checker's line, where to review
+    pages = {p.name: p.read_text(encoding="utf-8") for p in (tmp_path / "fb").iterdir()}
+    assert sorted(pages) == [f"{n}.{s}" for n in ("ann", "ben", "cal", "dan") for s in ("html", "md")]
+    assert "**10 of 10 points**" in pages["ann.md"] and "**0 of 10 points**" in pages["dan.md"]
+    assert "**9 of 10 points**" in pages["cal.md"] and "upper triangle" in pages["cal.md"]
+    assert "“⭐ Exercise: the causal mask”" not in pages["cal.md"] and "“Exercise: the causal mask”" in pages["cal.md"]
+    assert "<table>" in pages["cal.html"] and "upper triangle" in pages["cal.html"]
+    # never the kit's answer: no line of any solution appears on any page
+    solutions = [
+        line.strip()
+        for c in nbformat.read(NB01, as_version=4).cells
+        if c.get("metadata", {}).get("nbgrader", {}).get("solution")
+        for line in c.source.split(BEGIN)[1].split(END)[0].splitlines()
+        if len(line.strip()) > 12
+    ]
+    assert solutions and not [s for s in solutions for text in pages.values() if s in text]
+    # --no-hints: whether each passed, nothing more
+    status, _, err = cli(capsys, monkeypatch, tmp_path, "grade", "subs", "--feedback", "quiet", "--no-hints")
+    assert status == 0, err
+    quiet = (tmp_path / "quiet" / "cal.md").read_text(encoding="utf-8")
+    assert "❌ not passed" in quiet and "upper triangle" not in quiet and "**9 of 10 points**" in quiet

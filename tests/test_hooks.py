@@ -203,3 +203,35 @@ def test_a_hook_that_cannot_take_hook_as_a_keyword_is_refused_before_running(mod
     assert not calls and not model.hook_points()["enc.self.0.hook_z"].fns
     with pytest.raises(ValueError, match="names or names_filter"):
         model.run_with_cache(src, tgt, names=["hook_logits"], names_filter="hook_logits")
+
+
+def test_the_other_transformerlens_idioms_work_alike(model, batch, adder):
+    """A name predicate in fwd_hooks, TL's context manager model.hooks(fwd_hooks=...), and
+    names_filter on Adder.run_with_cache (the three that differed from TransformerLens 3.9)."""
+    src, tgt = batch
+    seen = []
+    model.run_with_hooks(
+        src, tgt, fwd_hooks=[(lambda name: name.endswith("hook_pattern"), lambda x, hook: seen.append(hook.name))]
+    )
+    assert seen == [n for n in model.hook_names() if n.endswith("hook_pattern")]
+    assert not any(p.fns for p in model.hook_points().values())
+
+    def zero_head(z, hook):
+        z = z.clone()
+        z[:, 1] = 0.0
+        return z
+
+    with model.hooks(fwd_hooks=[("dec.cross.1.hook_z", zero_head)]):
+        hooked = model(src, tgt)
+    with ablate_heads(model, ["dec.cross.1.1"]):
+        assert torch.equal(hooked, model(src, tgt))
+    assert not any(p.fns for p in model.hook_points().values())
+    with pytest.raises(TypeError, match="a string or a predicate on names"):
+        model.run_with_hooks(src, tgt, fwd_hooks=[(3, zero_head)])
+
+    answers, cache = adder.run_with_cache(
+        ["663+497", "5+5"], names_filter=lambda name: name.endswith("cross.1.hook_pattern")
+    )
+    assert answers == ["1160", "10"] and set(cache) == {"dec.cross.1.hook_pattern", "src", "tgt"}
+    _, cache = adder.run_with_cache(["663+497"], names_filter="enc.self.0.hook_z")
+    assert set(cache) == {"enc.self.0.hook_z", "src", "tgt"}

@@ -8,7 +8,7 @@ cache["dec.cross.1.hook_pattern"]               # (batch, heads, q_pos, k_pos)
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -149,9 +149,13 @@ class Adder:
 
     @torch.no_grad()
     def run_with_cache(
-        self, problems: Sequence[str], names: Sequence[str] | None = None
+        self,
+        problems: Sequence[str],
+        names: Sequence[str] | None = None,
+        names_filter: Sequence[str] | str | Callable[[str], bool] | None = None,
     ) -> tuple[list[str], ActivationCache]:
-        """The model's answers, and the activations (every hook point by default, or `names`)
+        """The model's answers, and the activations (every hook point by default, or `names`, or
+        `names_filter`: TransformerLens's keyword, a name, a list of names or a predicate on names)
         while it wrote them; the cache also holds the inputs "src" and "tgt" and token labels.
 
         The decoder is fed the model's own greedy output, so the decoder activations are
@@ -170,7 +174,8 @@ class Adder:
         cache = ActivationCache({})
         for start in range(0, len(src), CACHE_CHUNK):
             rows = slice(start, start + CACHE_CHUNK)
-            for name, x in self.model.run_with_cache(src[rows], tgt[rows], names=names)[1].items():
+            _, chunk = self.model.run_with_cache(src[rows], tgt[rows], names=names, names_filter=names_filter)
+            for name, x in chunk.items():
                 if name not in cache.store:
                     cache.store[name] = x.new_empty((len(src),) + x.shape[1:])
                 cache.store[name][rows] = x

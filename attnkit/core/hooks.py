@@ -54,6 +54,7 @@ class HookFn(Protocol):
 
 
 _Attached = tuple[HookFn, "threading.RLock | None"]  # a hook and the lock of whoever attached it
+HookName = str | Callable[[str], bool]  # a hook point's name, or a predicate on names (TransformerLens)
 TL_NAMES = {"hook_attn_scores": "hook_scores"}  # TransformerLens's name -> ours, where they differ
 
 
@@ -219,12 +220,31 @@ class HookedModel(_ModuleBase):
         with model_lock(self):  # waits while another thread has hooks attached
             return super().__call__(*args, **kwargs)
 
+    def _named(self, hooks: Iterable[tuple[HookName, HookFn]]) -> list[tuple[str, HookFn]]:
+        """(name, fn) pairs; a name may be a predicate on names, as TransformerLens allows
+        (`lambda name: name.endswith("hook_pattern")`): it stands for every hook point it accepts."""
+        named: list[tuple[str, HookFn]] = []
+        for name, fn in hooks:
+            if isinstance(name, str):
+                named.append((canonical_name(name), fn))
+            elif callable(name):
+                named += [(n, fn) for n in self.hook_names() if name(n)]
+            else:
+                raise TypeError(
+                    f"a hook's name is a string or a predicate on names (name -> bool), "
+                    f"got {type(name).__name__} {name!r:.40}"
+                )
+        return named
+
     @contextmanager
-    def hooks(self, hooks: Iterable[tuple[str, HookFn]]) -> Iterator[HookedModel]:
+    def hooks(
+        self, hooks: Iterable[tuple[HookName, HookFn]] = (), fwd_hooks: Iterable[tuple[HookName, HookFn]] = ()
+    ) -> Iterator[HookedModel]:
         """Attach (name, fn) pairs inside the block; always detached on exit, also on an exception.
-        Blocks nest and may even exit in crossed order: each detaches only its own hooks."""
+        Blocks nest and may even exit in crossed order: each detaches only its own hooks.
+        `fwd_hooks`: the same, TransformerLens's keyword (`with model.hooks(fwd_hooks=[...]):`)."""
         points = self.hook_points()
-        hooks = [(canonical_name(name), fn) for name, fn in hooks]
+        hooks = self._named([*hooks, *fwd_hooks])
         unknown = [name for name, _ in hooks if name not in points]
         if unknown:
             raise ValueError(f"unknown hook name(s) {unknown}; model.hook_names() lists the {len(points)} valid ones")
@@ -257,11 +277,15 @@ class HookedModel(_ModuleBase):
                     p.fns = fns
 
     def run_with_hooks(
-        self, *inputs, hooks: Iterable[tuple[str, HookFn]] = (), fwd_hooks: Iterable[tuple[str, HookFn]] = (), **kwargs
+        self,
+        *inputs,
+        hooks: Iterable[tuple[HookName, HookFn]] = (),
+        fwd_hooks: Iterable[tuple[HookName, HookFn]] = (),
+        **kwargs,
     ):
         """The model's output with (name, fn) hooks attached for this pass (`fwd_hooks`: the same,
-        TransformerLens's keyword)."""
-        with self.hooks([*hooks, *fwd_hooks]):
+        TransformerLens's keyword; a name may be a predicate on names)."""
+        with self.hooks(hooks, fwd_hooks):
             return self(*inputs, **kwargs)
 
     def run_with_cache(

@@ -1,4 +1,4 @@
-"""Checkers for notebook 04's exercises (head ablation), in the style of checks.py: one printed
+"""Checkers for notebook 04's exercises (head ablation), as every checker in attnkit/exercises: one printed
 line, ✅ or a hint naming the likely mistake, never a traceback; True when passed.
 
 They test on the checker's own material, never the notebook's: random z tensors, a tiny

@@ -1,6 +1,6 @@
-"""Checkers for notebook 02's exercises (training and measuring the adder), in the style of
-checks.py: one printed line, ✅ or a hint naming the likely mistake, never a traceback; True
-when passed.
+"""Checkers for notebook 02's exercises (training and measuring the adder), as every checker in
+attnkit/exercises: one printed line, ✅ or a hint naming the likely mistake, never a traceback;
+True when passed.
 
 The checkers run the learner's code on their own batches — other vocabularies, padding ids,
 batch sizes and lengths than the notebook's — and, for the loss and greedy decoding, on small

@@ -156,14 +156,15 @@ def check_causal_mask(fn: Callable) -> str:
             ): ones.tril(-1),
             "mask inverted: True must mean 'may attend', and you marked the positions to block": ones.triu(1),
             "off by one: position i may not see position i+1 (tril(), not tril(1))": ones.tril(1),
+            "every entry is True, so nothing is masked: position i must not see the keys after it (tril)": ones,
+            "every entry is False, so every key is blocked: True marks the keys a position may attend to": ~ones,
         }
         for hint, candidate in wrong.items():
             if torch.equal(mask, candidate):
                 raise Hint(hint)
         i, j = (mask != ref).nonzero()[0].tolist()
         raise Hint(
-            f"for n_pos={n}, mask[{i}, {j}] should be {bool(ref[i, j])}: row i is True at keys 0..i and "
-            "False after — build it for the n_pos asked, not from a fixed-size buffer"
+            f"for n_pos={n}, mask[{i}, {j}] should be {bool(ref[i, j])}: row i is True at keys 0..i and False after"
         )
     return "matches the reference for 1, 4, 7 and 13 positions"
 

@@ -1,6 +1,6 @@
-"""Checkers for notebook 03's exercises (a head's role, read from numbers), in the style of
-checks.py: one printed line, ✅ or a hint naming the likely mistake, never a traceback; True only
-on a pass. Each runs the learner's function on small made-up patterns and caches of several
+"""Checkers for notebook 03's exercises (a head's role, read from numbers), as every checker in
+attnkit/exercises: one printed line, ✅ or a hint naming the likely mistake, never a traceback;
+True only on a pass. Each runs the learner's function on small made-up patterns and caches of several
 shapes (batch 1, head counts and operand lengths other than the trained adder's).
 
     heatmap_checks.check_row_entropy(my_row_entropy)

@@ -1,4 +1,4 @@
-"""Checkers for notebook 06's exercises (activation patching), in the style of checks.py: one
+"""Checkers for notebook 06's exercises (activation patching), as every checker in attnkit/exercises: one
 printed line, ✅ or a hint naming the likely mistake, never a traceback; True when passed.
 
 Each checker runs the learner's code on several cases and, when a result is wrong, compares it with

@@ -1,4 +1,4 @@
-"""Checkers for notebook 05's exercises (positional encodings), in the style of checks.py: one
+"""Checkers for notebook 05's exercises (positional encodings), as every checker in attnkit/exercises: one
 printed line, ✅ or a hint naming the likely mistake, ⏳ for an unfilled stub; True only on a pass.
 
 Each checker compares the learner's code with attnkit.core.positional on several sizes (odd and

@@ -1,1 +1,1 @@
-"""What the learner sees: figures, widgets and the exercise checkers of the notebooks."""
+"""What the learner sees: figures, widgets and the explorers (the exercise checkers live in attnkit/exercises)."""
