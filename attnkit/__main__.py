@@ -328,7 +328,11 @@ def _grade(parser, args) -> None:
     if args.feedback is not None:
         from .course.feedback import write_feedback
 
-        pages = write_feedback(rows, args.feedback, hints=not args.no_hints)
+        try:
+            pages = write_feedback(rows, args.feedback, hints=not args.no_hints)
+        except (ValueError, OSError) as e:
+            print(f"feedback not written: {e} (the grades are in {out})", file=sys.stderr)
+            sys.exit(2)
         print(f"feedback: {len(pages) // 2} page(s) in {args.feedback} (Markdown and HTML)")
     skipped = len(handed_in.notebooks) - len(graded)
     text = (

@@ -96,13 +96,9 @@ def eval_speed(model, repeats: int = 5) -> float:
     return statistics.median(times)
 
 
-@torch.no_grad()
-def matrix_product_floor(model: Seq2SeqTransformer, repeats: int = 5) -> tuple[float, float]:
-    """(seconds, GFLOP) of greedy evaluation's matrix products alone: every nn.Linear call of
-    one evaluation of the 10,000 problems is recorded, then replayed on its own (random inputs
-    of the same shapes). What evaluation spends beyond this goes to everything else."""
-    a, b = load_test_set()
-    src = encode_sources(a, b, model.cfg.n_digits, model.cfg.zero_pad)
+def linear_calls(model: Seq2SeqTransformer, src: torch.Tensor) -> list:
+    """(module, input shape) of every nn.Linear call of one greedy evaluation of `src`, on the hooked
+    path (its products are the model's own: the fused path stacks Q, K and V into one)."""
     calls = []
     hooks = [
         m.register_forward_hook(lambda mod, inputs, _: calls.append((mod, inputs[0].shape)))
@@ -110,17 +106,35 @@ def matrix_product_floor(model: Seq2SeqTransformer, repeats: int = 5) -> tuple[f
         if isinstance(m, nn.Linear)
     ]
     try:
-        model.greedy(src)
+        model._greedy(src, 512)
     finally:
         for hook in hooks:
             hook.remove()
+    return calls
+
+
+def replay(calls: list):
+    """(a function that runs those products alone on random inputs of the same shapes, their GFLOP)."""
     inputs = {shape: torch.randn(shape) for _, shape in calls}
-    gflop = sum(2 * inputs[shape].numel() * mod.out_features for mod, shape in calls) / 1e9
+
+    @torch.no_grad()
+    def run() -> None:
+        for mod, shape in calls:
+            nn.functional.linear(inputs[shape], mod.weight, mod.bias)
+
+    return run, sum(2 * inputs[shape].numel() * mod.out_features for mod, shape in calls) / 1e9
+
+
+def matrix_product_floor(model: Seq2SeqTransformer, repeats: int = 5) -> tuple[float, float]:
+    """(seconds, GFLOP) of greedy evaluation's matrix products alone: every nn.Linear call of
+    one evaluation of the 10,000 problems is recorded, then replayed on its own (random inputs
+    of the same shapes). What evaluation spends beyond this goes to everything else."""
+    a, b = load_test_set()
+    run, gflop = replay(linear_calls(model, encode_sources(a, b, model.cfg.n_digits, model.cfg.zero_pad)))
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
-        for mod, shape in calls:
-            nn.functional.linear(inputs[shape], mod.weight, mod.bias)
+        run()
         times.append(time.perf_counter() - t)
     return statistics.median(times), gflop
 
@@ -148,31 +162,28 @@ def quick(rounds: int = 5) -> None:
     src = encode_sources(a, b, model.cfg.n_digits, model.cfg.zero_pad)
     same = torch.equal(model.greedy(src), main_as_it_was(model, src))
     baseline = TorchTransformerAdder(model.cfg).eval()
-    floor_calls = matrix_product_floor(model, repeats=1)  # warm-up
+    floor, gflop = replay(linear_calls(model, src))  # recorded once, replayed every round
     variants = {
         "attnkit greedy": lambda: model.greedy(src),
         "before the fused path": lambda: main_as_it_was(model, src),
         "nn.Transformer": lambda: baseline.greedy(src),
-        "matrix products alone": lambda: matrix_product_floor(model, repeats=1)[0],
+        "matrix products alone": floor,
     }
     times: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(rounds):
         for name, run in variants.items():
-            if name == "matrix products alone":
-                times[name].append(run())
-                continue
             t = time.perf_counter()
             run()
             times[name].append(time.perf_counter() - t)
-    floor = statistics.median(times["matrix products alone"])
-    print(f"torch threads: {torch.get_num_threads()}; {rounds} rounds in turns; {floor_calls[1]:.1f} GFLOP of products")
+    floor_s = statistics.median(times["matrix products alone"])
+    print(f"torch threads: {torch.get_num_threads()}; {rounds} rounds in turns; {gflop:.1f} GFLOP of products")
     print(f"the same 10,000 answers as before the fused path: {same}")
     for name, ts in times.items():
         median = statistics.median(ts)
         rounds_ratio = ", ".join(f"{t / f:.2f}" for t, f in zip(ts, times["matrix products alone"]))
         print(
             f"{name:24s} median {median:.3f} s (range {min(ts):.3f}-{max(ts):.3f}), "
-            f"{median / floor:.2f}x the floor (per round: {rounds_ratio})"
+            f"{median / floor_s:.2f}x the floor (per round: {rounds_ratio})"
         )
 
 

@@ -28,6 +28,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import nbformat  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from bench_adder import linear_calls, replay  # noqa: E402
 from torch import nn  # noqa: E402
 
 import attnkit  # noqa: E402
@@ -42,26 +43,9 @@ FIGURES = Path(__file__).with_name("speed_guard.json")
 
 def floor_replay(model: Seq2SeqTransformer, src: torch.Tensor):
     """The baseline: the first eighth of the nn.Linear calls of one greedy evaluation, replayed with
-    torch alone (the calls recorded on the hooked path, whose products are the model's own)."""
-    calls = []
-    hooks = [
-        m.register_forward_hook(lambda mod, inputs, _: calls.append((mod, inputs[0].shape)))
-        for m in model.modules()
-        if isinstance(m, nn.Linear)
-    ]
-    try:
-        model._greedy(src, 512)
-    finally:
-        for hook in hooks:
-            hook.remove()
-    calls = calls[: len(calls) // 8]  # an eighth: about as long as the shorter cases, so turns stay cheap
-    inputs = {shape: torch.randn(shape) for _, shape in calls}
-
-    def run():
-        for mod, shape in calls:
-            nn.functional.linear(inputs[shape], mod.weight, mod.bias)
-
-    return run
+    torch alone (an eighth: about as long as the shorter cases, so turns stay cheap)."""
+    calls = linear_calls(model, src)
+    return replay(calls[: len(calls) // 8])[0]
 
 
 def evaluation(adder, a, b):

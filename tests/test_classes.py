@@ -128,3 +128,17 @@ def test_grade_a_class_folder_from_the_command_line(tmp_path, capsys, monkeypatc
     assert status == 0, err
     quiet = (tmp_path / "quiet" / "cal.md").read_text(encoding="utf-8")
     assert "❌ not passed" in quiet and "upper triangle" not in quiet and "**9 of 10 points**" in quiet
+
+
+def test_feedback_never_touches_a_file_the_kit_did_not_write_and_keeps_learners_apart(tmp_path):
+    from attnkit.course.feedback import write_feedback
+
+    rows = [Row(f"subs/{who}/01.ipynb", e, True, "✅", "", who) for who in ("a b", "a_b") for e in exercises(NB01)]
+    paths = write_feedback(rows, tmp_path / "fb")
+    assert sorted(p.name for p in paths) == ["a_b-2.html", "a_b-2.md", "a_b.html", "a_b.md"]  # not one over the other
+    assert write_feedback(rows, tmp_path / "fb") == paths  # its own pages: rewritten
+    (tmp_path / "fb" / "a_b.md").write_text("the instructor's own notes on a b\n")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "fb").iterdir()}
+    with pytest.raises(ValueError, match="a_b.md exists and is not a feedback page attnkit wrote"):
+        write_feedback(rows, tmp_path / "fb")
+    assert {p.name: p.read_bytes() for p in (tmp_path / "fb").iterdir()} == before  # nothing written

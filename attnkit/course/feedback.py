@@ -41,22 +41,31 @@ def _status(row: Row) -> str:
     return "⏳ not done" if row.mistake in ("not-done", "not-handed-in") else "❌ not passed"
 
 
+MARK = "<!-- written by attnkit grade --feedback -->"  # a page the kit may overwrite carries it
+
+
 def page(learner: str, rows: list[Row], known: dict[str, tuple[str, str, int]], hints: bool = True) -> str:
     """The learner's page in Markdown."""
-    earned = sum(known.get(r.exercise, ("", "", 1))[2] for r in rows if r.passed)
-    possible = sum(known.get(r.exercise, ("", "", 1))[2] for r in rows)
+
+    def about(row: Row) -> tuple[str, str, int]:  # (notebook, heading, points); 1 point for an unknown one
+        return known.get(row.exercise, (Path(row.learner_file).stem, row.exercise, 1))
+
+    def points(some: list[Row]) -> tuple[int, int]:
+        return sum(about(r)[2] for r in some if r.passed), sum(about(r)[2] for r in some)
+
+    earned, possible = points(rows)
     out = [
         f"# Feedback for {learner}",
+        MARK,
         "",
         f"**{earned} of {possible} points** ({sum(r.passed for r in rows)} of {len(rows)} exercises passed).",
         "",
     ]
     by_notebook: dict[str, list[Row]] = {}
     for row in rows:
-        by_notebook.setdefault(known.get(row.exercise, (Path(row.learner_file).stem, "", 1))[0], []).append(row)
+        by_notebook.setdefault(about(row)[0], []).append(row)
     for notebook, notebook_rows in by_notebook.items():
-        got = sum(known.get(r.exercise, ("", "", 1))[2] for r in notebook_rows if r.passed)
-        of = sum(known.get(r.exercise, ("", "", 1))[2] for r in notebook_rows)
+        got, of = points(notebook_rows)
         out += [
             f"## {notebook}: {got} of {of} points",
             "",
@@ -64,7 +73,7 @@ def page(learner: str, rows: list[Row], known: dict[str, tuple[str, str, int]], 
             "|---|---|---|---|",
         ]
         for row in notebook_rows:
-            _, heading, stars = known.get(row.exercise, ("", row.exercise, 1))
+            _, heading, stars = about(row)
             result = row.line if hints and not row.passed else _status(row)
             if not hints and row.mistake == "not-handed-in":
                 result = "⏳ not handed in"
@@ -91,7 +100,9 @@ def as_html(markdown: str) -> str:
         if table:
             body.append("</table>")
             table = False
-        if line.startswith("#"):
+        if line == MARK:
+            body.append(MARK)
+        elif line.startswith("#"):
             level = len(line) - len(line.lstrip("#"))
             body.append(f"<h{level}>{html.escape(line.lstrip('#').strip())}</h{level}>")
         elif line:
@@ -117,12 +128,22 @@ def write_feedback(rows: list[Row], folder, notebooks_dir: Path = NOTEBOOKS_DIR,
     learners: dict[str, list[Row]] = {}
     for row in rows:
         learners.setdefault(row.learner or Path(row.learner_file).stem, []).append(row)
-    written = []
+    names: dict[str, str] = {}  # learner -> file name (two ids that spell the same get -2, -3, ...)
+    for learner in learners:
+        base = re.sub(r"[^A-Za-z0-9_.-]+", "_", learner).strip(".") or "learner"
+        name, n = base, 1
+        while name in names.values():
+            n += 1
+            name = f"{base}-{n}"
+        names[learner] = name
+    paths = [folder / (names[learner] + suffix) for learner in learners for suffix in (".md", ".html")]
+    foreign = [p for p in paths if p.exists() and MARK not in p.read_text(encoding="utf-8", errors="replace")]
+    if foreign:  # checked before anything is written: a file the kit did not write is never touched
+        raise ValueError(f"{foreign[0]} exists and is not a feedback page attnkit wrote: choose another folder")
     for learner, learner_rows in learners.items():
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", learner).strip(".") or "learner"
         markdown = page(learner, learner_rows, known, hints)
         for suffix, text in ((".md", markdown), (".html", as_html(markdown))):
-            path = folder / (name + suffix)
-            atomic_write(path, lambda tmp, text=text: Path(tmp).write_text(text, encoding="utf-8"))
-            written.append(path)
-    return written
+            atomic_write(
+                folder / (names[learner] + suffix), lambda tmp, text=text: Path(tmp).write_text(text, encoding="utf-8")
+            )
+    return paths
