@@ -7,6 +7,12 @@ run's time per notebook. Goal: 100 students x notebooks
 01-06 in at most 60 minutes on 2 cores.
 
     .venv/bin/python benchmarks/bench_grading.py [--students 10] [--jobs 2]
+    .venv/bin/python benchmarks/bench_grading.py --students 4 --before 155b0e3
+
+--before COMMIT grades the same class, in turns, with the kit of that commit (taken from git into a
+folder of its own) and with this one, each in a process of its own with --jobs: the ratio of the
+two is what a change of the grader's design costs (155b0e3: the learner's code still ran beside
+the checkers).
 
 Prints seconds, the speed-up of --jobs over the baseline, and the 100-student extrapolation.
 On a shared machine the absolute numbers move with the load; the ratio, measured in the same run,
@@ -16,6 +22,7 @@ less so.
 import argparse
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -58,10 +65,14 @@ def main() -> None:
         default=2,
         help="students graded one at a time for the baseline (its per-notebook time)",
     )
+    parser.add_argument("--before", metavar="COMMIT", help="compare with the grader of this commit, in turns")
+    parser.add_argument("--rounds", type=int, default=2, help="turns of --before")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="attnkit-bench-grading-"))
     try:
         paths = make_class(folder, args.students)
+        if args.before:
+            sys.exit(compare(args.before, paths, folder, args.jobs, args.rounds))
         n = len(paths)
         print(f"{args.students} students x 6 notebooks = {n} notebooks; {os.cpu_count()} CPUs visible")
         baseline = [p for p in paths if int(Path(p).name[7:10]) < args.baseline_students]
@@ -96,6 +107,41 @@ def main() -> None:
         sys.exit(0 if passed == expected else 1)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+GRADE = """import sys, time
+from attnkit.course.gradebook import grade_class
+start = time.perf_counter()
+rows, _ = grade_class(sys.argv[2:], sys.argv[1], jobs={jobs})
+print(time.perf_counter() - start, sum(r.passed for r in rows), len(rows))
+"""
+
+
+def compare(commit: str, paths: list[str], folder: Path, jobs: int, rounds: int) -> int:
+    """Grade `paths` with the kit of `commit` and with this one, in turns; print the ratio."""
+    repo = Path(__file__).resolve().parents[1]
+    before = folder / "before"
+    before.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(repo), "archive", commit, "attnkit", "data", "notebooks"], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(before)], input=archive, check=True)
+    times: dict[str, list[float]] = {"before": [], "now": []}
+    for r in range(rounds):
+        for name, root in (("before", before), ("now", repo)):
+            out = folder / f"{name}{r}.csv"
+            env = {**os.environ, "PYTHONPATH": str(root)}
+            done = subprocess.run([sys.executable, "-c", GRADE.format(jobs=jobs), str(out), *paths], env=env, cwd=root,
+                                  capture_output=True, text=True, check=True)  # fmt: skip
+            seconds, passed, n = done.stdout.split()[-3:]
+            times[name].append(float(seconds))
+            print(f"round {r + 1}, {name:6s} ({commit if name == 'before' else 'this tree'}): {float(seconds):6.1f} s, "
+                  f"{passed} of {n} exercises passed")  # fmt: skip
+    ratio = min(times["now"]) / min(times["before"])
+    per = min(times["now"]) / len(paths)
+    print(f"this grader / {commit}'s, best of {rounds}: {ratio:.2f}x (goal <= 1.5x); "
+          f"100 students x 6 notebooks with --jobs {jobs}: {per * 600 / 60:.1f} min")  # fmt: skip
+    return 0 if ratio <= 1.5 else 1
 
 
 if __name__ == "__main__":

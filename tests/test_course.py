@@ -248,7 +248,7 @@ def mini_notebook(middle=None, merge=MERGE):
     [
         ("import not_a_module", MERGE, "✅ merge_heads: passed"),  # an error in a cell: the rest still runs
         ("while True:\n    pass", MERGE, "not reached: cell 4 ran over the 2 s limit and was stopped"),
-        ("import os\nos._exit(1)", MERGE, "not reached: the checking process died in cell 4 (a crash, an exit"),
+        ("import os\nos._exit(1)", MERGE, "❌ merge_heads: the learner's process stopped answering in cell 4"),
         (
             None,
             MERGE + "\n)",

@@ -29,6 +29,7 @@ from typing import Any
 
 import nbformat
 
+from ..exercises.runner import cgroup_dir, not_dumpable
 from ..resources import notebooks_dir as _installed_notebooks
 from . import grading_server
 from .grading_server import STARTUP_LIMIT
@@ -203,6 +204,18 @@ def kill_job(proc: subprocess.Popen, token: str) -> None:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         pass
+    group = cgroup_dir(token)
+    for _ in range(20 if group is not None and group.exists() else 0):  # the job's cgroup, where it has one
+        try:
+            left = (group / "cgroup.procs").read_text().split()
+            for pid in left:
+                os.kill(int(pid), signal.SIGKILL)
+            if not left:
+                group.rmdir()
+                break
+        except OSError:
+            pass
+        time.sleep(0.05)
 
 
 LIVE: set = set()  # (process, token) of every checking process running now (Ctrl-C kills them)
@@ -214,6 +227,7 @@ def run_plan(items: list[dict], folder: Path, cell_timeout: float) -> dict:
     # all), and the reports' nonce, handed over on stdin only. One value for both let a submission
     # read the nonce from os.environ and forge a passing report for every exercise.
     token, nonce = secrets.token_hex(16), secrets.token_hex(16)
+    not_dumpable()  # the grader's rows: no process of the same user may write into this one's memory
     stderr, ipython_dir = tempfile.TemporaryFile(), tempfile.TemporaryDirectory(prefix="attnkit-grading-")
     # no profile, history or startup file of the instructor's
     job_env = {"ATTNKIT_GRADING_JOB": token, "IPYTHONDIR": ipython_dir.name}

@@ -1,7 +1,7 @@
 """The course's exercises: one module of checkers per notebook, the machinery they share
 (checking), the small models they run a learner's code on (models), and the registry of every
-exercise by id. The grader's checking process (runner) and its integrity checks (integrity)
-run the same checkers on a submission's definitions, in a process of their own.
+exercise by id. The grader's checking process (runner) runs the same checkers on a submission's
+definitions, which stay in a process of their own (boundary).
 
     from attnkit.exercises import attention as attention_checks  # notebook 01's checkers
     attention_checks.check_causal_mask(my_causal_mask)            # prints one line, returns True/False

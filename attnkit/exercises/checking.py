@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .boundary import Remote
 from .kit_reference import ReferenceWatch, kit_reference
 
 
@@ -82,15 +83,26 @@ def checker(title: str, exercise: str = "", answer: str = "", references: Sequen
             # (the learner's own generator state comes back in `finally`).
             torch.default_generator.manual_seed(_SENTINEL_SEED)  # the CPU one only: CUDA's stays
             state = torch_state()
+            # In the grader the answer is a Remote: the learner's process looks for the kit's code there.
+            remote = args[0]._session if args and isinstance(args[0], Remote) else None
             try:
-                found = kit_reference(args[0], references) if args else None
+                found = (
+                    (remote.kit_reference(args[0], references) if remote else kit_reference(args[0], references))
+                    if args
+                    else None
+                )
                 if found:
                     raise Hint(found, mistake="kit-reference")
                 # Whatever the learner's code prints stays out: the checker's line is the only one.
-                with contextlib.redirect_stdout(io.StringIO()), ReferenceWatch(references) as watch:
+                with (
+                    contextlib.redirect_stdout(io.StringIO()),
+                    ReferenceWatch(references) as watch,
+                    remote.watching(references) if remote else contextlib.nullcontext(),
+                ):
                     message = check(*args, **kwargs)
-                if watch.found:
-                    raise Hint(watch.found, mistake="kit-reference")
+                found = watch.found or (remote.found if remote else None)
+                if found:
+                    raise Hint(found, mistake="kit-reference")
                 changed_state(state)
             except Hint as hint:
                 if hint.mistake != "kit-reference":
@@ -260,9 +272,16 @@ def wrote_into_activation(assignment: str) -> Hint:
     )
 
 
+GRADING_LAST_ERROR: list[
+    str
+] = []  # the grader's checking process: the last cell's error, as the learner's process said
+
+
 def _last_cell_error() -> str:
     """In a notebook: the error the previously run cell stopped with ("" if none, or if that was
     a stub's NotImplementedError). A solution cell with a SyntaxError defines nothing new."""
+    if GRADING_LAST_ERROR:
+        return GRADING_LAST_ERROR[-1]
     try:
         from IPython import get_ipython
     except ImportError:

@@ -75,24 +75,39 @@ def is_learner_code(filename: str) -> bool:
     return not (filename.startswith(_LIBRARY_DIRS) or filename.startswith("<frozen"))
 
 
+def _fingerprint(code) -> tuple:
+    return (code.co_code, code.co_names, tuple(c for c in code.co_consts if not hasattr(c, "co_code")))
+
+
 class ReferenceWatch:
     """While active, notes a call of the kit's reference made from the learner's code (directly
     or through other library code), not from the checker itself comparing with it."""
 
-    def __init__(self, references: Sequence[str]):
+    def __init__(self, references: Sequence[str], checker_runs_here: bool = True):
         self.codes = reference_codes(references) if references else {}
+        # A copy of a reference's code (another file name, a shifted line) has the same instructions.
+        self.copies = {_fingerprint(c): name for c, name in self.codes.items()}
+        self.checker_runs_here = checker_runs_here  # else (the grader's learner process) no call is the checker's
         self.found: str | None = None
         self._previous = None
 
     def _trace(self, frame, event, arg):
-        if event == "call" and frame.f_code in self.codes and self.found is None:
+        if (
+            event == "call"
+            and self.found is None
+            and (frame.f_code in self.codes or (self.copies and _fingerprint(frame.f_code) in self.copies))
+        ):
+            name = self.codes.get(frame.f_code) or self.copies[_fingerprint(frame.f_code)]
+            if not self.checker_runs_here:
+                self.found = f"your answer calls the kit's own {name} — write your own to pass"
+                return None
             caller = frame.f_back
             while caller is not None:
                 filename = caller.f_code.co_filename
                 if filename.startswith(str(EXERCISES_DIR)):
                     break  # the checker's own call of the reference
                 if is_learner_code(filename):
-                    self.found = f"your answer calls the kit's own {self.codes[frame.f_code]} — write your own to pass"
+                    self.found = f"your answer calls the kit's own {name} — write your own to pass"
                     break
                 caller = caller.f_back
         return None  # no line tracing: only calls are watched

@@ -44,6 +44,7 @@ class ToySeq2Seq(nn.Module):
         self.pos = param(max_pos, d)
         self.unembed = param(d, vocab, scale=3 / d**0.5)
         self.vocab, self.step = vocab, step
+        self.init_args = (vocab, seed, d, max_pos, step)  # what rebuilds it in the learner's process (grading)
         self.calls: list[tuple[Tensor, Tensor]] = []
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:

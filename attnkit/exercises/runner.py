@@ -1,12 +1,13 @@
 """The checking process of `attnkit grade`: python -I -m attnkit.exercises.runner FD.
 
-It reads one job from stdin — the submission's cells to run, in order, and where each exercise is
-checked — then imports every checker and snapshots what they rely on (integrity.Snapshot) BEFORE
-the submission's first cell runs. Cells run in a plain IPython shell (magics work, nothing is
-displayed). At an exercise's place the runner itself calls the kit's checker on the learner's
-object (the check cell's code is not what grades), comparing the snapshot before and after: any
-change is reported as tampering and never as a pass. Reports go, as JSON lines carrying the job's
-nonce, to the pipe FD; stdout and stderr are the submission's and nobody reads them.
+It first forks the learner's process (learner_process), which keeps nothing but a socket to it,
+takes its limits (memory, CPU, processes; a user, PID and network namespace of its own where the
+platform allows) and runs the submission's cells in a plain IPython shell (magics work, nothing is
+displayed). Then it reads one job from stdin — the cells to run, in order, and where each exercise
+is checked. At an exercise's place it calls the kit's checker itself, here, on a boundary.Remote of
+the learner's object: the submission's code never runs in this process, so nothing it does can
+reach a checker, its comparisons or the report. Reports go, as JSON lines carrying the job's nonce,
+to the pipe FD.
 
 The grader, not this process, keeps time: it kills the whole process group when a cell or check
 runs over its limit, and every process the submission started when the notebook ends; should the
@@ -51,11 +52,17 @@ def main() -> None:
     run_job(int(sys.argv[1]), sys.stdin)
 
 
-def run_job(report_fd: int, job_source, linger: bool = False, base=None) -> None:
-    """Run the job read from `job_source`, reporting to `report_fd`; never returns. `linger`: once
-    reported, close the report and wait to be killed (the grader finds what the submission left
-    running among this process's descendants first). `base`: the server's integrity.Snapshot, taken
-    before it forked this process (what it read is not read again)."""
+def run_job(report_fd: int, job_source, linger: bool = False) -> None:
+    """Run the job read from `job_source`, reporting to `report_fd`; never returns. The learner's
+    process is forked first, before the job (and its nonce) is read, and holds only its socket.
+    `linger`: once reported, close the report and wait to be killed (the grader finds what the
+    submission left running among this process's descendants first)."""
+    import socket
+
+    ours, theirs = socket.socketpair()
+    learner_process(theirs, keep_fd=theirs.fileno())
+    theirs.close()
+    not_dumpable()  # the learner's process cannot read or trace this one's memory
     report = os.fdopen(report_fd, "w", buffering=1, encoding="utf-8")
     job = json.loads(job_source.readline())
     nonce = job["nonce"]
@@ -63,41 +70,42 @@ def run_job(report_fd: int, job_source, linger: bool = False, base=None) -> None
     def send(**message) -> None:
         report.write(json.dumps({"nonce": nonce, **message}) + "\n")
 
-    from IPython.core.interactiveshell import InteractiveShell
-    from traitlets.config import Config
-
-    from . import registry
-    from .checking import Result, first_line, one_line
-    from .integrity import Snapshot, describe
+    from . import checking, registry
+    from .boundary import BoundaryError, Session, recv
 
     exercises = registry()
-    evaluate = {e.id: e.evaluate for e in exercises.values()}  # held here before the submission runs
-    config = Config()
-    config.HistoryManager.enabled = False  # no history database: nothing written, nothing shared
-    shell = InteractiveShell.instance(config=config, colors="NoColor")
-    # Nothing is displayed here: %matplotlib (inline needs a kernel's GUI loop) does nothing.
-    shell.register_magic_function(lambda line: None, "line", "matplotlib")  # type: ignore[arg-type]  # IPython's decorator hides the signature
-    sys.path.append(job["folder"])  # a learner's helper module there imports; it cannot shadow the kit's
-    snapshot = Snapshot(shell, base)
-    send(event="ready")
-
+    session = Session(ours)
+    try:
+        confined, _ = recv(ours)  # sent before any of the submission's code ran there
+    except BoundaryError:
+        confined = {}
+    send(event="ready", confined=confined.get("confined", []))
+    sys.path.append(job["folder"])  # as in the learner's process: a checker never imports from there, though
+    ended = ""  # why the learner's process is gone, once it is
     for item in job["items"]:
         if item.get("exercise"):
             exercise = exercises[item["exercise"]]
             send(event="check", index=item["index"], exercise=exercise.id)
-            result = _check(
-                exercise, evaluate[exercise.id], shell.user_ns, snapshot, Result, one_line, describe, first_line
-            )
+            result = _check(exercise, session, ended, checking)
+            if result.mistake == "process-ended" and not ended:
+                ended = result.line.split(": ", 1)[-1]
             send(
                 event="result", exercise=result.exercise, passed=result.passed, line=result.line, mistake=result.mistake
             )
             if not item.get("run_source"):
                 continue
         send(event="cell", index=item["index"])
-        outcome = shell.run_cell(item["source"], store_history=False, silent=True)
-        error = outcome.error_before_exec or outcome.error_in_exec
-        if error is not None:
-            send(event="error", index=item["index"], error=first_line(error))
+        if ended:
+            continue
+        try:
+            outcome = session.run(item["source"])
+        except BoundaryError as e:
+            ended = f"the learner's process stopped answering in cell {item['index'] + 1} ({e}: {_WHY})"
+            send(event="error", index=item["index"], error=ended)
+            continue
+        checking.GRADING_LAST_ERROR[:] = [outcome["error"] if not outcome["not_implemented"] else ""]
+        if outcome["error"]:
+            send(event="error", index=item["index"], error=outcome["error"])
     send(event="done")
     report.flush()
     if linger:
@@ -106,7 +114,153 @@ def run_job(report_fd: int, job_source, linger: bool = False, base=None) -> None
         report.close()
         while True:  # the grader kills this process; exit_with_the_grader ends it if the grader is gone
             time.sleep(60)
-    os._exit(0)  # the submission's atexit handlers and threads do not get a say
+    os._exit(0)
+
+
+_WHY = "an exit, a crash, over its limits"
+
+
+def _check(exercise, session, ended: str, checking):
+    """The exercise's Result on the learner's object, asked of the learner's process."""
+    from .boundary import BoundaryError
+
+    Result = checking.Result
+    try:
+        if ended:
+            raise BoundaryError(ended)
+        return exercise.evaluate(session.get(exercise.answer))
+    except KeyError:
+        return Result(
+            exercise.id,
+            False,
+            f"❌ {exercise.title}: {exercise.answer} is not defined where its check runs — run the cell that "
+            "defines it",
+            "not-defined",
+        )
+    except BoundaryError as e:
+        why = (
+            ended
+            or f"the learner's process stopped answering while it was checked ({e}: an exit, a crash, over its limits)"
+        )
+        return Result(exercise.id, False, f"❌ {exercise.title}: {why}", "process-ended")
+
+
+# ---------------------------------------------------------------- the learner's process
+
+MEMORY_LIMIT = 4 * 2**30  # bytes of address space for the learner's process (torch maps about 0.8 GiB)
+CPU_LIMIT = 30 * 60  # s of CPU time in all (the grader's wall-clock limit per cell comes first)
+PROCESS_LIMIT = 64  # processes the submission may run at once (a cgroup, else RLIMIT_NPROC)
+FILE_LIMIT = 2**30  # bytes of one file it writes
+
+
+def _prctl(option: int, value: int) -> bool:
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def not_dumpable() -> None:
+    _prctl(4, 0)  # PR_SET_DUMPABLE: no ptrace, no /proc/PID/mem for a process of the same user
+
+
+def cgroup_dir(token: str):
+    """The pids cgroup (v1) of one job, where this machine lets us make one; else None."""
+    from pathlib import Path
+
+    root = Path("/sys/fs/cgroup/pids")
+    return root / f"attnkit-{token}" if root.is_dir() and os.access(root, os.W_OK) else None
+
+
+def _unshare() -> list[str]:
+    """A user, PID and network namespace of its own, where the platform allows: what it got."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    user, pid, net = 0x10000000, 0x20000000, 0x40000000
+    for flags, got in ((user | pid | net, ["own user namespace", "own PID namespace", "no network"]),
+                       (pid | net, ["own PID namespace", "no network"])):  # fmt: skip
+        if libc.unshare(flags) == 0:
+            return got
+    return []
+
+
+def learner_process(sock, keep_fd: int) -> int:
+    """Fork the learner's process: it closes every descriptor but its socket, takes its limits and
+    namespaces, says what it got, and then runs cells and answers the checking process (boundary.
+    serve_learner) until the socket closes. Returns its pid in the parent; never returns in it."""
+    import resource
+    import signal
+
+    pid = os.fork()
+    if pid:
+        return pid
+    try:
+        os.closerange(3, keep_fd)
+        os.closerange(keep_fd + 1, 65536)
+        _prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: it dies with the checking process
+        confined = []
+        limits = [
+            (resource.RLIMIT_AS, MEMORY_LIMIT, f"{MEMORY_LIMIT >> 30} GiB of memory"),
+            (resource.RLIMIT_CPU, CPU_LIMIT, f"{CPU_LIMIT // 60} min of CPU"),
+            (resource.RLIMIT_FSIZE, FILE_LIMIT, None),
+            (resource.RLIMIT_CORE, 0, None),
+        ]
+        for limit, value, what in limits:
+            try:
+                resource.setrlimit(limit, (value, value))
+                confined += [what] if what else []
+            except (ValueError, OSError):
+                pass
+        token = os.environ.get("ATTNKIT_GRADING_JOB", "")
+        group = cgroup_dir(token) if token else None
+        try:
+            assert group is not None
+            group.mkdir(exist_ok=True)
+            (group / "pids.max").write_text(str(PROCESS_LIMIT))
+            (group / "cgroup.procs").write_text(str(os.getpid()))
+            confined.append(f"{PROCESS_LIMIT} processes (cgroup)")
+        except (AssertionError, OSError):
+            resource.setrlimit(resource.RLIMIT_NPROC, (PROCESS_LIMIT, PROCESS_LIMIT))  # not for root
+            confined.append(f"{PROCESS_LIMIT} processes (RLIMIT_NPROC{', not for root' if os.getuid() == 0 else ''})")
+        namespaces = _unshare()
+        if "own PID namespace" in namespaces:
+            # The next child is the namespace's first process: when it ends, every process of the
+            # submission ends with it, however it forked or detached.
+            child = os.fork()
+            if child:
+                sock.close()
+                _, status = os.waitpid(child, 0)
+                os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+            _prctl(1, signal.SIGKILL)
+        from .boundary import send, serve_learner
+
+        send(sock, {"confined": namespaces + confined})
+        serve_learner(sock, _shell())
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        os._exit(1)
+
+
+def _shell():
+    """A plain IPython shell: magics work, nothing is displayed, no history is written."""
+    import numpy as np
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    np.random.seed()  # numpy's global generator, fresh as in a new process (random reseeds itself)
+    config = Config()
+    config.HistoryManager.enabled = False  # no history database: nothing written, nothing shared
+    shell = InteractiveShell.instance(config=config, colors="NoColor")
+    # Nothing is displayed here: %matplotlib (inline needs a kernel's GUI loop) does nothing.
+    shell.register_magic_function(lambda line: None, "line", "matplotlib")
+    sys.path.append(os.getcwd())  # a learner's helper module there imports; it cannot shadow the kit's
+    return shell
 
 
 # ---------------------------------------------------------------- the server (Linux)
@@ -145,12 +299,11 @@ def serve(control_fd: int) -> None:
     from traitlets.config import Config  # noqa: F401
 
     from . import registry
-    from .integrity import Snapshot
 
     registry()  # every checker module, torch with them
+    not_dumpable()  # a submission cannot read or write this process's memory
     import attnkit.ui.widgets  # noqa: F401  (and matplotlib: what the course's notebooks import besides, 0.35 s a job)
 
-    base = Snapshot()  # read once here: a checking process forked from this state reads only what is new
     grader = os.getppid()
     _become_subreaper()
     control = socket.socket(fileno=control_fd)
@@ -183,7 +336,7 @@ def serve(control_fd: int) -> None:
         if pid == 0:
             control.close()
             report_fd, job_fd, stderr_fd = fds
-            _job(json.loads(message), report_fd, job_fd, stderr_fd, base=base)
+            _job(json.loads(message), report_fd, job_fd, stderr_fd)
         for fd in fds:
             os.close(fd)
         jobs.add(pid)
@@ -202,7 +355,7 @@ def serve(control_fd: int) -> None:
     os._exit(0)
 
 
-def _job(request: dict, report_fd: int, job_fd: int, stderr_fd: int, base=None) -> None:
+def _job(request: dict, report_fd: int, job_fd: int, stderr_fd: int) -> None:
     """In the forked child: become what `python -I -m attnkit.exercises.runner FD` would be (its own
     session, the submission's folder, the job's environment, stdout discarded), then run the job."""
     try:
@@ -217,49 +370,16 @@ def _job(request: dict, report_fd: int, job_fd: int, stderr_fd: int, base=None) 
         os.close(devnull)
         os.close(stderr_fd)
         sys.argv = [sys.argv[0], str(report_fd)]  # as the one-job runner's
-        import numpy as np
-
-        np.random.seed()  # numpy's global generator, fresh as in a new process (random reseeds itself)
         # Its parent is the server, which kills its jobs when the grader is gone; should the server go
         # first, this process is orphaned and ends itself.
         exit_with_the_grader(os.getppid())
-        run_job(report_fd, os.fdopen(job_fd, encoding="utf-8"), linger=True, base=base)
+        run_job(report_fd, os.fdopen(job_fd, encoding="utf-8"), linger=True)
     except BaseException:
         import traceback
 
         traceback.print_exc()
     finally:
         os._exit(1)
-
-
-def _check(exercise, evaluate, namespace, snapshot, Result, one_line, describe, first_line):
-    """The exercise's Result on the learner's object, or the tampering found around it."""
-    tampered = describe(snapshot.changes())
-    if tampered:
-        return Result(exercise.id, False, f"❌ {exercise.title}: {tampered}", "tampering")
-    if exercise.answer not in namespace:
-        return Result(
-            exercise.id,
-            False,
-            f"❌ {exercise.title}: {exercise.answer} is not defined where its "
-            "check runs — run the cell that defines it",
-            "not-defined",
-        )
-    try:
-        result = evaluate(namespace[exercise.answer])
-    except BaseException as e:  # SystemExit, KeyboardInterrupt from the learner's code
-        result = Result(exercise.id, False, one_line(f"❌ {exercise.title}: your code raised {first_line(e)}"), "error")
-    tampered = describe(snapshot.changes())
-    if tampered:
-        return Result(exercise.id, False, f"❌ {exercise.title}: {tampered}", "tampering")
-    if type(result) is not Result or result.exercise != exercise.id:
-        return Result(
-            exercise.id,
-            False,
-            f"❌ {exercise.title}: tampering: the checker's result was forged by the submission — not graded as passed",
-            "tampering",
-        )
-    return result
 
 
 if __name__ == "__main__":
