@@ -136,6 +136,18 @@ def main(argv=None) -> None:
     )
     grade.add_argument("--no-hints", action="store_true", help="feedback pages say only whether each exercise passed")
     grade.add_argument(
+        "--grading-seed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the seed of the checkers' hidden cases (default 0; keep your own secret so no class knows them)",
+    )
+    grade.add_argument(
+        "--points", metavar="FILE", help="points per exercise: a TOML [points] table (default: each exercise's stars)"
+    )
+    grade.add_argument("--canvas", metavar="FILE", help="also write the points per learner and notebook for Canvas")
+    grade.add_argument("--moodle", metavar="FILE", help="also write the points per learner and notebook for Moodle")
+    grade.add_argument(
         "--no-preflight",
         action="store_true",
         help="skip the check that the course's own solutions pass here (run once per environment)",
@@ -267,6 +279,9 @@ def _grade(parser, args) -> None:
     from .course.grading import require_course
 
     try:  # everything checked before any notebook runs
+        from .course import grading
+
+        grading.GRADING_SEED = args.grading_seed
         require_course()  # no course found: exit 2 and no CSV, never a class graded zero
         handed_in = gather(args.notebooks)
         if not handed_in.notebooks and not handed_in.missing:
@@ -281,6 +296,16 @@ def _grade(parser, args) -> None:
             from .course.gradebook import read_csv
 
             read_csv(out)  # a file this kit did not write is never touched
+        from .course import lms
+        from .course.feedback import exercises
+
+        known = exercises()
+        worth = lms.load_points(args.points, known)
+        exports = {
+            flag: lms.check_export_path(path, "--" + flag)
+            for flag, path in (("canvas", args.canvas), ("moodle", args.moodle))
+            if path is not None
+        }
     except (ValueError, TypeError, OSError) as e:
         parser.error(str(e))
 
@@ -329,14 +354,18 @@ def _grade(parser, args) -> None:
         from .course.feedback import write_feedback
 
         try:
-            pages = write_feedback(rows, args.feedback, hints=not args.no_hints)
+            pages = write_feedback(rows, args.feedback, hints=not args.no_hints, worth=worth)
         except (ValueError, OSError) as e:
             print(f"feedback not written: {e} (the grades are in {out})", file=sys.stderr)
             sys.exit(2)
         print(f"feedback: {len(pages) // 2} page(s) in {args.feedback} (Markdown and HTML)")
+    by_learner = lms.totals(rows, worth, known)
+    for flag, path in exports.items():
+        lms.write_export(path, lms.canvas_csv(by_learner) if flag == "canvas" else lms.moodle_csv(by_learner))
+        print(f"{flag}: {len(by_learner)} learner(s) in {path}")
     skipped = len(handed_in.notebooks) - len(graded)
     text = (
-        summary(rows)
+        summary(rows, worth)
         + (
             f"\n({skipped} notebook(s) already in {out} were not graded again: --regrade grades them again)"
             if skipped

@@ -15,6 +15,7 @@ from attnkit.course import gradebook
 from attnkit.course.classes import gather
 from attnkit.course.editions import BEGIN, END, student_notebook
 from attnkit.course.grading import NOTEBOOKS_DIR, Row, exercise_ids
+from attnkit.course.lms import CANVAS_HEAD
 
 from helpers import cli
 
@@ -128,6 +129,21 @@ def test_grade_a_class_folder_from_the_command_line(tmp_path, capsys, monkeypatc
     assert status == 0, err
     quiet = (tmp_path / "quiet" / "cal.md").read_text(encoding="utf-8")
     assert "❌ not passed" in quiet and "upper triangle" not in quiet and "**9 of 10 points**" in quiet
+    # points from a course file, and the files Canvas and Moodle import (nothing graded again)
+    (tmp_path / "points.toml").write_text('[points]\n"01-multi-head" = 5\n"01-causal-mask" = 0.5\n')
+    status, stdout, err = cli(capsys, monkeypatch, tmp_path, "grade", "subs", "--points", "points.toml",
+                              "--canvas", "canvas.csv", "--moodle", "moodle.csv", "--feedback", "fb")  # fmt: skip
+    assert status == 0, err
+    assert "learner cal: 4/5 exercises passed (1 notebook(s) handed in), 11 of 11.5 points" in stdout
+    column = "attnkit 01_attention_from_scratch"
+    canvas = list(csv.reader((tmp_path / "canvas.csv").open(encoding="utf-8")))
+    assert canvas[:2] == [CANVAS_HEAD + [column], ["Points Possible", "", "", "", "", "11.5"]]
+    assert canvas[2:] == [
+        [n, "", "", n, "", p] for n, p in (("ann", "11.5"), ("ben", "0"), ("cal", "11"), ("dan", "0"))
+    ]
+    moodle = list(csv.reader((tmp_path / "moodle.csv").open(encoding="utf-8")))
+    assert moodle == [["Username", column], ["ann", "11.5"], ["ben", "0"], ["cal", "11"], ["dan", "0"]]
+    assert "**11 of 11.5 points**" in (tmp_path / "fb" / "cal.md").read_text(encoding="utf-8")
 
 
 def test_feedback_never_touches_a_file_the_kit_did_not_write_and_keeps_learners_apart(tmp_path):

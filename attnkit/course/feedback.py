@@ -44,14 +44,22 @@ def _status(row: Row) -> str:
 MARK = "<!-- written by attnkit grade --feedback -->"  # a page the kit may overwrite carries it
 
 
-def page(learner: str, rows: list[Row], known: dict[str, tuple[str, str, int]], hints: bool = True) -> str:
-    """The learner's page in Markdown."""
+def page(
+    learner: str,
+    rows: list[Row],
+    known: dict[str, tuple[str, str, int]],
+    hints: bool = True,
+    worth: dict[str, float] | None = None,
+) -> str:
+    """The learner's page in Markdown; `worth`: points per exercise (default: its stars)."""
 
-    def about(row: Row) -> tuple[str, str, int]:  # (notebook, heading, points); 1 point for an unknown one
-        return known.get(row.exercise, (Path(row.learner_file).stem, row.exercise, 1))
+    def about(row: Row) -> tuple[str, str, str]:  # (notebook, heading, points); 1 point for an unknown one
+        notebook, heading, stars = known.get(row.exercise, (Path(row.learner_file).stem, row.exercise, 1))
+        return notebook, heading, f"{(worth or {}).get(row.exercise, stars):g}"
 
-    def points(some: list[Row]) -> tuple[int, int]:
-        return sum(about(r)[2] for r in some if r.passed), sum(about(r)[2] for r in some)
+    def points(some: list[Row]) -> tuple[str, str]:
+        earned = sum(float(about(r)[2]) for r in some if r.passed)
+        return f"{earned:g}", f"{sum(float(about(r)[2]) for r in some):g}"
 
     earned, possible = points(rows)
     out = [
@@ -73,7 +81,7 @@ def page(learner: str, rows: list[Row], known: dict[str, tuple[str, str, int]], 
             "|---|---|---|---|",
         ]
         for row in notebook_rows:
-            _, heading, stars = about(row)
+            _, heading, stars = about(row)  # the points it is worth
             result = row.line if hints and not row.passed else _status(row)
             if not hints and row.mistake == "not-handed-in":
                 result = "⏳ not handed in"
@@ -119,7 +127,13 @@ def as_html(markdown: str) -> str:
     )
 
 
-def write_feedback(rows: list[Row], folder, notebooks_dir: Path = NOTEBOOKS_DIR, hints: bool = True) -> list[Path]:
+def write_feedback(
+    rows: list[Row],
+    folder,
+    notebooks_dir: Path = NOTEBOOKS_DIR,
+    hints: bool = True,
+    worth: dict[str, float] | None = None,
+) -> list[Path]:
     """<learner>.md and <learner>.html in `folder` for each learner (a notebook named alone: its file
     name stands for the learner); each file written atomically. The paths written."""
     folder = Path(folder)
@@ -141,7 +155,7 @@ def write_feedback(rows: list[Row], folder, notebooks_dir: Path = NOTEBOOKS_DIR,
     if foreign:  # checked before anything is written: a file the kit did not write is never touched
         raise ValueError(f"{foreign[0]} exists and is not a feedback page attnkit wrote: choose another folder")
     for learner, learner_rows in learners.items():
-        markdown = page(learner, learner_rows, known, hints)
+        markdown = page(learner, learner_rows, known, hints, worth)
         for suffix, text in ((".md", markdown), (".html", as_html(markdown))):
             atomic_write(
                 folder / (names[learner] + suffix), lambda tmp, text=text: Path(tmp).write_text(text, encoding="utf-8")

@@ -252,8 +252,9 @@ ASCII = str.maketrans(
 )
 
 
-def summary(rows: list[Row]) -> str:
-    """A readable summary: per file, the score and each exercise that did not pass, with its line."""
+def summary(rows: list[Row], worth: dict[str, float] | None = None) -> str:
+    """A readable summary: per file, the score and each exercise that did not pass, with its line;
+    per learner, the total (in points too, with `worth`: points per exercise)."""
     out: list[str] = []
     files: dict[str, list[Row]] = {}
     for row in rows:
@@ -268,9 +269,13 @@ def summary(rows: list[Row]) -> str:
             learners.setdefault(row.learner, []).append(row)
     for learner, learner_rows in learners.items():
         handed = {r.learner_file for r in learner_rows if r.mistake != MISSING}
+        points = ""
+        if worth is not None:
+            earned = sum(worth.get(r.exercise, 1.0) for r in learner_rows if r.passed)
+            points = f", {earned:g} of {sum(worth.get(r.exercise, 1.0) for r in learner_rows):g} points"
         out.append(
             f"learner {learner}: {sum(r.passed for r in learner_rows)}/{len(learner_rows)} exercises passed "
-            f"({len(handed)} notebook(s) handed in)"
+            f"({len(handed)} notebook(s) handed in){points}"
         )
     total = sum(r.passed for r in rows)
     out.append(f"total: {total}/{len(rows)} exercises passed in {len(files)} notebook(s)")

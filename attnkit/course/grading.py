@@ -38,6 +38,9 @@ from .grading_server import STARTUP_LIMIT
 # a wheel's attnkit/notebooks), found through attnkit.resources, never by walking up from this file.
 NOTEBOOKS_DIR = _installed_notebooks()
 SKIP = "skip"  # a course cell's metadata["attnkit"]["grading"]: no exercise needs it
+# The checkers' hidden cases are drawn from it (checking.GRADING_SEED): `attnkit grade --grading-seed N`,
+# an instructor's secret if a class must not know them; the same seed grades the same way.
+GRADING_SEED = 0
 
 
 @dataclass
@@ -237,7 +240,8 @@ def run_plan(items: list[dict], folder: Path, cell_timeout: float) -> dict:
     LIVE.add((proc, token))
     out: dict[str, Any] = {"results": {}, "errors": [], "stopped": None, "at": None, "done": False}
     try:
-        job_in.write((json.dumps({"nonce": nonce, "items": items, "folder": str(folder)}) + "\n").encode())
+        job = {"nonce": nonce, "items": items, "folder": str(folder), "grading_seed": GRADING_SEED}
+        job_in.write((json.dumps(job) + "\n").encode())
         job_in.close()
         _read_reports(read_end, nonce, cell_timeout, out)
     except BrokenPipeError:

@@ -22,9 +22,16 @@ from ..adder.data import PAD
 from ..core.head_ablation import ablate_heads
 from ..core.hooks import HookPoint
 from .ablation_activations import HOOK_ADVICE, MEAN_Z_ADVICE, _diagnose_hook, _mean_z_mistakes, _mean_z_shapes
-from .ablation_rankings import IMPORTANCE_ADVICE, PRUNE_ADVICE, _gate_grads, _importance_mistakes, _pruning_cases
+from .ablation_rankings import (
+    IMPORTANCE_ADVICE,
+    PRUNE_ADVICE,
+    _gate_grads,
+    _hidden_pruning,
+    _importance_mistakes,
+    _pruning_cases,
+)
 from .ablation_values import _array, _learner, _randn, _same
-from .checking import Hint, checker, require_tensor, wrote_into_activation
+from .checking import Hint, case_generator, checker, require_tensor, wrote_into_activation
 from .models import sum_batches, tiny_ablation_model
 
 # ---------------------------------------------------------------- ⭐ an ablation hook
@@ -43,7 +50,7 @@ from .models import sum_batches, tiny_ablation_model
 def check_ablation_hook(make_hook: Callable) -> str:
     """`make_hook(head, fill=None)` -> hook(z, hook) returning z (batch, heads, pos, d_head) with
     z[:, head] replaced by 0 (fill None) or by fill[head] (fill: (heads, d_head), a mean z)."""
-    gen = torch.Generator().manual_seed(40)
+    gen = case_generator(40)
     point = HookPoint()
     point.name = "enc.self.0.hook_z"
     cases = [(2, 3, 5, 6, 1), (1, 5, 3, 4, 4), (3, 2, 7, 5, 0), (2, 6, 1, 3, 2)]  # batch, heads, pos, d_head, head
@@ -120,7 +127,7 @@ def check_ablation_hook(make_hook: Callable) -> str:
 def check_mean_z(fn: Callable) -> str:
     """`fn(z, real)` -> (heads, d_head): each head's mean z over every real query position,
     z (batch, heads, pos, d_head), real (batch, pos) bool."""
-    gen = torch.Generator().manual_seed(41)
+    gen = case_generator(41)
     # (real lengths, heads, pos, d_head); the last has a problem of padding only and two all-padding columns
     cases = [([6, 2, 4, 5], 3, 6, 5), ([3], 2, 4, 7), ([1, 5, 2], 5, 5, 3), ([3, 0, 2], 2, 5, 4)]
     for lengths, n_heads, n_pos, d_head in cases:
@@ -185,7 +192,7 @@ def check_prune_order(fn: Callable) -> str:
     """`fn(heads, accuracy)` -> (order, curve): greedy backward elimination — at each step remove
     the remaining head whose removal, on top of those already removed, leaves the highest
     accuracy; until no head is left. curve[k] = accuracy with order[:k] removed (len n + 1)."""
-    for acc in _pruning_cases():
+    for acc in _pruning_cases() + _hidden_pruning():
         heads, n = list(acc.heads), len(acc.heads)
         given = list(heads)
         where = f" ({n} head{'s' if n > 1 else ''})"

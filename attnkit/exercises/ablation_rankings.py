@@ -12,6 +12,7 @@ from torch import Tensor
 
 from ..adder.data import PAD
 from ..core.head_ablation import gate_z
+from .checking import case_rng, hidden
 
 # ---------------------------------------------------------------- ⭐⭐ greedy joint pruning
 
@@ -91,6 +92,17 @@ def _pruning_cases() -> list[_Accuracy]:
         # ties (costs in powers of 2: equal sums are equal floats): the first of equals, in heads' order
         _Accuracy(["dec.self.1.0", "dec.self.1.1", "dec.self.1.2", "dec.self.1.3"], [2**-6, 2**-6, 2**-5, 2**-6], []),
     ]
+
+
+def _hidden_pruning() -> list[_Accuracy]:
+    """At grading time: six heads with costs and a backup pair no notebook used (no two sums tie)."""
+    if not hidden(True):
+        return []
+    rng = case_rng(71)
+    heads = [f"enc.self.0.{h}" for h in range(6)]
+    costs = [float(c) for c in rng.permutation(6) * 0.004 + rng.uniform(0.0005, 0.0015, 6).round(5)]
+    pair = [int(i) for i in rng.choice(6, 2, replace=False)]
+    return [_Accuracy(heads, costs, [(sorted(pair), 0.25)])]
 
 
 # ---------------------------------------------------------------- ⭐⭐⭐ gradient importance

@@ -25,7 +25,7 @@ from torch import Tensor
 
 from ..core.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
 from .attention_hints import _call, _diagnose_weights, _mha_module, _mha_variant
-from .checking import Hint, as_tensor, checker, close, max_diff, randn
+from .checking import Hint, as_tensor, checker, close, hidden, max_diff, randn
 
 # ---------------------------------------------------------------- scaled dot-product attention
 
@@ -136,7 +136,13 @@ def check_scaled_dot_product_attention(fn: Callable) -> str:
 @checker("causal_mask", "01-causal-mask", "my_causal_mask", references=("attnkit.core.attention:causal_mask",))
 def check_causal_mask(fn: Callable) -> str:
     """`fn(n_pos) -> (n_pos, n_pos)` bool, True = may attend."""
-    for n in (4, 1, 7, 13):  # 4 first: large enough to tell every wrong triangle apart; 13 > any small buffer
+    for n in (
+        4,
+        1,
+        7,
+        13,
+        *hidden(9, 21),
+    ):  # 4 first: large enough to tell every wrong triangle apart; 13 > any small buffer
         mask = as_tensor(_call(fn, n, context=f" for n_pos={n}"), f"mask for n_pos={n}", (n, n), "(n_pos, n_pos)")
         ref = causal_mask(n)
         if mask.dtype != torch.bool:

@@ -345,8 +345,32 @@ def max_diff(a: Tensor, b: Tensor) -> str:
     return f"max difference {(a.double() - b.double()).abs().max().item():.3g}"
 
 
+# ---------------------------------------------------------------- the cases a checker tries
+
+GRADING_SEED: int | None = None  # set in the grader's checking process (attnkit grade --grading-seed)
+
+
+def case_seed(n: int) -> int:
+    """The seed of a checker's inputs: `n` in a notebook; in the grader, one drawn from `n` and the
+    grading seed, so that an answer hard-coded to the notebook's cases meets inputs it never saw."""
+    return n if GRADING_SEED is None else (n * 1_000_003 + GRADING_SEED * 7_919 + 12_345) % (2**31 - 1)
+
+
+def case_generator(n: int) -> torch.Generator:
+    return torch.Generator().manual_seed(case_seed(n))
+
+
+def case_rng(n: int) -> np.random.Generator:
+    return np.random.default_rng(case_seed(n))
+
+
+def hidden(*cases):
+    """Cases a checker tries only in the grader, after the notebook's own (same checks, same hints)."""
+    return cases if GRADING_SEED is not None else ()
+
+
 def randn(*shape: int, seed: int) -> Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+    return torch.randn(*shape, generator=case_generator(seed))
 
 
 MARKS = ("✅", "❌", "⏳")

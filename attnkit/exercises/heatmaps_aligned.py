@@ -15,14 +15,14 @@ import torch
 from ..adder.data import EOS, PAD, encode_sources, encode_targets
 from ..core.hooks import ActivationCache
 from ..interp.roles import row_shares
-from .checking import Hint
+from .checking import Hint, case_generator, case_rng
 from .heatmaps_values import _array, _attempt
 
 
 def _problem_cache(a: np.ndarray, b: np.ndarray, n_digits: int, n_heads: int, seed: int) -> ActivationCache:
     """A cache laid out as Adder.run_with_cache makes it (zero-padded sources; tgt = <s> and the
     answer's digits, then padding), with random but peaked attention patterns."""
-    gen = torch.Generator().manual_seed(seed)
+    gen = case_generator(seed)
     src = encode_sources(a, b, n_digits, zero_pad=True)  # (batch, 2 n_digits + 1)
     tgt = encode_targets(a + b, n_digits)[:, :-1]  # <s> digits </s> pad, cut
     tgt = tgt.masked_fill(tgt == EOS, PAD)  # as run_with_cache leaves it
@@ -39,7 +39,7 @@ def _problem_cache(a: np.ndarray, b: np.ndarray, n_digits: int, n_heads: int, se
 
 
 def _aligned_cases() -> list[tuple[str, ActivationCache, str]]:
-    rng = np.random.default_rng(15)
+    rng = case_rng(15)
     edge = [(663, 497), (5, 5), (0, 0), (999, 1), (45, 55), (7, 8), (500, 500), (12, 34)]
     a = np.array([x for x, _ in edge] + list(rng.integers(0, 1000, 32)))
     b = np.array([y for _, y in edge] + list(rng.integers(0, 1000, 32)))

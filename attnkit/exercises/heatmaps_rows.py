@@ -13,6 +13,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .checking import case_generator, case_rng
+
 
 def _entropy_bits(w: Tensor) -> Tensor:
     """-sum w log2 w over the key axis, 0 log 0 = 0 (as attnkit.interp.roles computes it)."""
@@ -20,7 +22,7 @@ def _entropy_bits(w: Tensor) -> Tensor:
 
 
 def _entropy_cases() -> list[tuple[str, Tensor]]:
-    gen = torch.Generator().manual_seed(303)
+    gen = case_generator(303)
     # 4-D like cache["enc.self.0.hook_pattern"]: sample 1 has two padded keys (weight exactly 0),
     # plus a one-hot row, a row uniform over all 7 keys and a row of zeros (a query that sees nothing).
     logits = torch.randn(2, 3, 5, 7, generator=gen) * 2
@@ -63,7 +65,7 @@ def _typical_distance(values: np.ndarray, means: np.ndarray) -> np.ndarray:
 
 
 def _typical_cases() -> list[tuple[str, np.ndarray, np.ndarray]]:
-    rng = np.random.default_rng(3)
+    rng = case_rng(3)
     # A: a decoder cross-attention head: prev and diag undefined (NaN for every sample), 14 samples.
     means = np.array([0.05, 0.62, 0.18, np.nan, np.nan, 0.40])
     defined = ~np.isnan(means)

@@ -14,11 +14,12 @@ from torch import Tensor, nn
 from ..adder.data import encode_sources, encode_targets
 from ..adder.model import Seq2SeqConfig, Seq2SeqTransformer
 from ..interp.ablation import Problems
+from .checking import case_generator, case_rng
 
 
 def answers(lengths: list[int], n_pos: int, symbols: list[int], bos: int, eos: int, pad: int, seed: int) -> Tensor:
     """(batch, n_pos) rows `<s> symbols… </s> <pad>…`, row i holding lengths[i] symbols."""
-    gen = torch.Generator().manual_seed(seed)
+    gen = case_generator(seed)
     rows = torch.full((len(lengths), n_pos), pad, dtype=torch.long)
     for i, n in enumerate(lengths):
         body = torch.tensor(symbols)[torch.randint(len(symbols), (n,), generator=gen)]
@@ -164,7 +165,7 @@ def tiny_ablation_model(seed: int) -> Seq2SeqTransformer:
 
 def sum_batches(model, sizes: list[int], seed: int) -> list[tuple[Tensor, Tensor, Tensor]]:
     """Batches (src, tgt_in, gold) of two-digit sums with answers of 1 to 3 digits (PAD in gold)."""
-    rng = np.random.default_rng(seed)
+    rng = case_rng(seed)
     n = sum(sizes)
     a, b = rng.integers(0, 100, n), rng.integers(0, 100, n)
     a[:2], b[:2] = [3, 99], [4, 98]  # a one-digit and a three-digit answer

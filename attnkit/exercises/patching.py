@@ -18,8 +18,8 @@ from torch import Tensor
 
 from ..core.hooks import HookPoint
 from ..interp.patching import carry_pair, head_patch_hook
-from .checking import Hint, call, checker, wrote_into_activation
-from .patching_effect import _EFFECT_ARRAYS, _ELEMENTWISE, _effect, _effect_on_floats, _value
+from .checking import Hint, call, case_generator, case_rng, checker, wrote_into_activation
+from .patching_effect import _EFFECT_ARRAYS, _ELEMENTWISE, _effect, _effect_on_floats, _hidden_effects, _value
 from .patching_hook import _HOOK_CASES, _a, _which_cells
 from .patching_pairs import _PAIR_CASES, _pair_hint
 
@@ -43,7 +43,7 @@ def yours_if_it_passed(answer, check, hints: bool = True):
 def check_normalised_effect(fn: Callable) -> str:
     """`fn(patched, clean, corrupted)` -> (patched - corrupted) / (clean - corrupted), elementwise."""
     _effect_on_floats(fn)
-    for kind, args in _EFFECT_ARRAYS:
+    for kind, args in _EFFECT_ARRAYS + _hidden_effects():
         copies = tuple(a.copy() if isinstance(a, np.ndarray) else a.clone() for a in args)
         try:
             result = call(fn, *copies, context=f" on {kind}")
@@ -105,7 +105,7 @@ def check_normalised_effect(fn: Callable) -> str:
 def check_patch_hook(make_hook: Callable) -> str:
     """`make_hook(clean_z, head, pos)` -> hook(z, hook) returning z with [:, head, pos] from clean_z."""
     for batch, n_heads, n_pos, d_head, head, pos in _HOOK_CASES:
-        gen = torch.Generator().manual_seed(batch * 100 + n_pos)
+        gen = case_generator(batch * 100 + n_pos)
         clean = torch.randn(1, n_heads, n_pos, d_head, generator=gen)
         z = torch.randn(batch, n_heads, n_pos, d_head, generator=gen)
         clean_before, z_before = clean.clone(), z.clone()
@@ -207,7 +207,7 @@ def check_patch_hook(make_hook: Callable) -> str:
 def check_carry_pair(fn: Callable) -> str:
     """`fn(a, b)` -> ("a+b", "a+b2") where b2 lowers b's units digit so the units column stops
     carrying and no other carry changes; None when that is impossible."""
-    rng = np.random.default_rng(6)
+    rng = case_rng(6)
     cases = _PAIR_CASES + [tuple(map(int, p)) for p in rng.integers(0, 1000, (200, 2))]
     for a, b in cases:
         want = carry_pair(a, b, 0)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .checking import Hint, call
+from .checking import Hint, call, case_generator, hidden
 
 
 def _effect(p, c, k):
@@ -140,6 +140,15 @@ _EFFECT_ARRAYS: list[tuple[str, tuple[Any, ...]]] = [
     ("2-D tensors (samples, tokens)", tuple(torch.tensor(x) for x in (_P, _C, _K))),
     ("one-token tensors", tuple(torch.tensor(x[1][1:2]) for x in (_P, _C, _K))),
 ]
+
+
+def _hidden_effects() -> list[tuple[str, tuple[Any, ...]]]:
+    """At grading time: tensors of values no notebook passed (no patched value equals a clean one)."""
+    if not hidden(True):
+        return []
+    gen = case_generator(61)
+    patched, clean, corrupted = (torch.randn(3, 5, generator=gen, dtype=torch.float64) for _ in range(3))
+    return [("fresh 2-D tensors", (patched, clean + 3.0, corrupted - 3.0))]
 
 
 def _value(x, what: str) -> np.ndarray:

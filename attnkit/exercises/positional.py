@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from ..core import positional
-from .checking import Hint, NotDone, checker, first_line, require_tensor
+from .checking import Hint, NotDone, case_generator, checker, first_line, hidden, require_tensor
 from .positional_masks import _alibi_mistakes, _pool_candidates, _pool_cases, _runs
 from .positional_sinusoids import _rope_mistakes, _shift_mistakes, _table_mistakes
 from .positional_values import _a, _array, _close, _dtype, _run, _shape
@@ -38,7 +38,7 @@ from .positional_values import _a, _array, _close, _dtype, _run, _shape
 def check_sinusoidal_table(fn: Callable) -> str:
     """`fn(n_pos, d_model)` -> (n_pos, d_model): PE[p, 2i] = sin(p·ω_i), PE[p, 2i+1] = cos(p·ω_i),
     ω_i = 10000^(-2i/d_model); an odd d_model raises ValueError."""
-    for n, d in ((7, 6), (1, 10), (33, 22), (4, 2)):
+    for n, d in ((7, 6), (1, 10), (33, 22), (4, 2), *hidden((12, 14), (5, 18))):
         context = f" for n_pos={n}, d_model={d}"
         try:
             out = _run(fn, n, d, context=context)
@@ -121,7 +121,7 @@ def check_sinusoidal_table(fn: Callable) -> str:
 )
 def check_shift_matrix(fn: Callable) -> str:
     """`fn(k, d_model)` -> (d_model, d_model) block-diagonal M_k with PE(p + k) = M_k · PE(p)."""
-    for k, d in ((3, 6), (1, 10), (-2, 22), (0, 4), (100, 8)):
+    for k, d in ((3, 6), (1, 10), (-2, 22), (0, 4), (100, 8), *hidden((5, 12), (-7, 14))):
         context = f" for k={k}, d_model={d}"
         got = _array(_run(fn, k, d, context=context), f"matrix{context}")
         known = {
@@ -168,7 +168,7 @@ _SHAPE_ERROR = re.compile(r"size|shape|dimension|unpack|broadcast|index|must mat
 @checker("rotate (RoPE)", "05-rope-rotate", "my_rotate", references=("attnkit.core.positional:rotate",))
 def check_rotate(fn: Callable) -> str:
     """`fn(x)`: x (..., pos, d_head) -> the same shape, pair (2i, 2i+1) at position p turned by p·ω_i."""
-    gen = torch.Generator().manual_seed(5)
+    gen = case_generator(5)
     for shape, dtype in (
         ((2, 3, 5, 10), torch.float32),
         ((7, 6), torch.float32),
@@ -244,7 +244,7 @@ def check_rotate(fn: Callable) -> str:
 def check_alibi_bias(fn: Callable) -> str:
     """`fn(n_pos, n_heads)` -> (heads, q_pos, k_pos), attnkit's directional ALiBi bias."""
     odd_passed = False  # once an odd head count has passed, a later failure is about something else
-    for n, H in ((7, 8), (6, 5), (7, 3), (1, 3), (4, 2)):
+    for n, H in ((7, 8), (6, 5), (7, 3), (1, 3), (4, 2), *hidden((9, 6), (3, 7))):
         context = f" for n_pos={n}, n_heads={H}"
         try:
             out = _run(fn, n, H, context=context)

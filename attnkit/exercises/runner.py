@@ -74,6 +74,9 @@ def run_job(report_fd: int, job_source, linger: bool = False) -> None:
     from .boundary import BoundaryError, Session, recv
 
     exercises = registry()
+    checking.GRADING_SEED = int(
+        job.get("grading_seed", 0)
+    )  # here only: the learner's process tries the notebook's cases
     session = Session(ours)
     try:
         confined, _ = recv(ours)  # sent before any of the submission's code ran there
@@ -128,7 +131,18 @@ def _check(exercise, session, ended: str, checking):
     try:
         if ended:
             raise BoundaryError(ended)
-        return exercise.evaluate(session.get(exercise.answer))
+        answer = session.get(exercise.answer)
+        # First the notebook's own cases (the same line the learner saw), then, for an answer that
+        # passed them, the hidden ones: fresh values and sizes drawn from the grading seed.
+        seed, checking.GRADING_SEED = checking.GRADING_SEED, None
+        result = exercise.evaluate(answer)
+        checking.GRADING_SEED = seed
+        if result.passed and seed is not None:
+            hidden = exercise.evaluate(answer)
+            if not hidden.passed:
+                line = f"{hidden.line} (on a case the grader tried, not the notebook)"
+                return Result(exercise.id, False, line, hidden.mistake or "hidden-case")
+        return result
     except KeyError:
         return Result(
             exercise.id,
