@@ -372,6 +372,11 @@ def _grade(parser, args) -> None:
             else ""
         )
         + f"\ntable: {out}"
+        + (
+            f"\nthe learners' code ran in processes of their own: {', '.join(grading.CONFINED)}"
+            if grading.CONFINED
+            else ""
+        )
     )
     print(printable(text, sys.stdout.encoding))
 

@@ -31,10 +31,11 @@ WRONG_MASK = "def my_causal_mask(n_pos):\n    return torch.ones(n_pos, n_pos, dt
 FAKE = 'lambda *a, **k: print("✅ causal_mask: passed") or True'
 
 
-def submission(tmp_path, attack="", mask=None, name=NB01.name, edit=None):
-    """Notebook 01's student edition with `attack` run in a cell of its own before the first check
-    (and `mask` as the answer to 01-causal-mask, else the stub)."""
-    nb = student_notebook(nbformat.read(NB01, as_version=4))
+def submission(tmp_path, attack="", mask=None, name=NB01.name, edit=None, solved=False):
+    """Notebook 01's student edition (`solved`: the complete one) with `attack` run in a cell of its
+    own before the first check (and `mask` as the answer to 01-causal-mask)."""
+    nb = nbformat.read(NB01, as_version=4)
+    nb = nb if solved else student_notebook(nb)
     cells = nb.cells
     first_check = next(i for i, c in enumerate(cells) if grading.exercise_of(c))
     if mask:
@@ -140,13 +141,12 @@ BASELINE: dict = {}
 
 
 def graded_on_merit(tmp_path, code):
-    """The rows of notebook 01 with the wrong mask and `code` in a cell before the first check, and
-    the rows of the same submission without it."""
+    """The rows of notebook 01 solved but for a wrong mask, with `code` in a cell before the first
+    check, and the rows of the same submission without it."""
     if not BASELINE:
-        BASELINE.update(
-            {e: (r.passed, r.line, r.mistake) for e, r in rows(submission(tmp_path / "base", mask=WRONG_MASK)).items()}
-        )
-    graded = rows(submission(tmp_path, code, mask=WRONG_MASK))
+        base = submission(tmp_path / "base", mask=WRONG_MASK, solved=True)
+        BASELINE.update({e: (r.passed, r.line, r.mistake) for e, r in rows(base).items()})
+    graded = rows(submission(tmp_path, code, mask=WRONG_MASK, solved=True))
     return {e: (r.passed, r.line, r.mistake) for e, r in graded.items()}, BASELINE
 
 
@@ -157,6 +157,7 @@ def test_an_attack_from_the_learners_cells_changes_nothing(tmp_path, attack):
     graded, baseline = graded_on_merit(tmp_path, ATTACKS[attack])
     assert graded == baseline, graded
     assert baseline["01-causal-mask"][1].startswith("❌ causal_mask: upper triangle"), baseline
+    assert [passed for passed, _, _ in baseline.values()] == [False, True, True, True, True], baseline  # honest ones
 
 
 @pytest.mark.slow
@@ -617,5 +618,7 @@ def test_an_answer_hard_coded_to_the_notebooks_cases_passes_there_and_fails_the_
     nbformat.write(nb, tmp_path / source.name)
     graded = rows(tmp_path / source.name)
     assert verdict.read_text() == "True", "the looked-up answers should pass the notebook's own cases"
-    assert not graded[exercise].passed, graded[exercise]
+    assert not graded[exercise].passed and graded[exercise].mistake == "hidden-case", graded[exercise]
+    # the row (and so a feedback page) names no input the grader tried
+    assert "right on the notebook's cases, wrong on others the grader tried" in graded[exercise].line
     assert all(r.passed for e, r in graded.items() if e != exercise), graded  # the rest on merit: the solutions

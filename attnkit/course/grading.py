@@ -188,7 +188,7 @@ def _tagged(token: str) -> list[int]:
 
 def kill_job(proc: subprocess.Popen, token: str) -> None:
     """The checking process and every process the submission started from it."""
-    for _ in range(3):  # a process may fork while it is being killed
+    for _ in range(100):  # a process may fork while it is being killed: again until none is left
         pids = set(_descendants(proc.pid)) | set(_tagged(token)) | ({proc.pid} if proc.poll() is None else set())
         pids.discard(os.getpid())
         if not pids:
@@ -221,6 +221,7 @@ def kill_job(proc: subprocess.Popen, token: str) -> None:
         time.sleep(0.05)
 
 
+CONFINED: list[str] = []  # the limits the last learner's process took (the summary says them)
 LIVE: set = set()  # (process, token) of every checking process running now (Ctrl-C kills them)
 
 
@@ -313,7 +314,9 @@ def _read_reports(fd: int, nonce: str, cell_timeout: float, out: dict) -> None:
                 out["results"].clear()
                 return
             event = message.get("event")
-            if event in ("cell", "check"):
+            if event == "ready":  # what the learner's process got, said before any of its code ran
+                CONFINED[:] = [str(c) for c in message.get("confined", [])][:12]
+            elif event in ("cell", "check"):
                 out["at"], deadline = message["index"], time.monotonic() + cell_timeout
             elif event == "error":
                 out["errors"].append((message["index"], message["error"]))

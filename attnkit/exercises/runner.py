@@ -139,9 +139,12 @@ def _check(exercise, session, ended: str, checking):
         checking.GRADING_SEED = seed
         if result.passed and seed is not None:
             hidden = exercise.evaluate(answer)
-            if not hidden.passed:
-                line = f"{hidden.line} (on a case the grader tried, not the notebook)"
-                return Result(exercise.id, False, line, hidden.mistake or "hidden-case")
+            if not hidden.passed:  # the line names no grading-time input: it may go to the learner
+                line = (
+                    f"❌ {exercise.title}: right on the notebook's cases, wrong on others the grader tried — "
+                    "an answer must work for any input, not only the notebook's"
+                )
+                return Result(exercise.id, False, line, "hidden-case")
         return result
     except KeyError:
         return Result(
