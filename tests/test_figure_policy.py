@@ -4,6 +4,7 @@
 import numpy as np
 from matplotlib.figure import Figure
 
+from attnkit.ui import colour
 from attnkit.ui import figure_policy as policy
 from attnkit.ui.widget_tools import DISPLAY_DPI
 
@@ -78,3 +79,42 @@ def test_patching_and_sortedness_explorer_figures(adder, one_thread):
     seq = sample("hard", 64)
     fig = plot_attention(model, seq, window=(0, SortednessExplorer.WINDOW), cell=0.22)
     assert policy.problems(fig, DISPLAY_DPI, tight=False) == []
+
+
+def categories(*colours):
+    fig = plain()
+    for i, c in enumerate(colours):
+        fig.axes[0].plot([0, 1], [i, i + 1], color=c, label=f"series {i}")
+    fig.axes[0].legend(fontsize=10)
+    return fig
+
+
+def test_categories_told_apart_by_red_and_green_alone_fail():
+    found = policy.problems(categories("#d62728", "#2ca02c"))  # tab10's red and green
+    assert any("differ by ΔE" in p and "deuteranopia" in p for p in found), found
+    # matplotlib's six default colours fail too (orange and green under protanopia); the kit's pass
+    assert policy.problems(categories(*[f"C{i}" for i in range(6)]))
+    assert policy.problems(categories(*colour.PALETTE[:6])) == []
+
+
+def test_every_pair_of_the_palette_stays_apart_in_every_vision():
+    distance, vision, pair = colour.closest_pair(colour.PALETTE[:6])
+    assert distance >= colour.MIN_DELTA_E, (distance, vision, pair)
+    # the simulation: a pure red and a pure green look alike to a deuteranope, not to anyone else
+    assert colour.delta_e("#ff0000", "#00ff00", "deuteranopia") < colour.delta_e("#ff0000", "#00ff00") / 3
+
+
+def heatmap(text_colour):
+    fig = plain()
+    ax = fig.axes[0]
+    image = ax.imshow(np.array([[0.1, 0.65], [0.9, 0.3]]), cmap="Blues", vmin=0, vmax=1)
+    for (i, j), v in np.ndenumerate(image.get_array()):
+        ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=10, color=text_colour(image, v))
+    return fig
+
+
+def test_numbers_on_heatmap_cells_are_chosen_by_contrast():
+    found = policy.problems(heatmap(lambda image, v: "white" if v > 0.6 else "black"))  # the old rule
+    assert any("contrasts" in p and "'0.65'" in p for p in found), found  # white on a mid blue
+    assert policy.problems(heatmap(colour.cell_text_colour)) == []
+    assert min(colour.contrast(colour.text_colour_on(g), g) for g in np.linspace(0, 1, 101).astype(str)) >= 4.5

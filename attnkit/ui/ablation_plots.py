@@ -11,6 +11,7 @@ import numpy as np
 from ..interp.ablation import THRESHOLD_POINTS
 from ..interp.roles import KINDS
 from ..interp.studies import CARRY_GROUPS
+from .colour import PALETTE, cell_text_colour
 from .figure_policy import SMALLEST_PT as SMALL
 
 WIDTH = 9.2  # inches: 920 px at 100 dpi, within JupyterLab's output area (figure_policy)
@@ -96,7 +97,7 @@ def plot_drop_heatmaps(results: dict):
                     ha="center",
                     va="center",
                     fontsize=SMALL,
-                    color="white" if v > 0.6 * top else "black",
+                    color=cell_text_colour(image, v),
                 )
             ax.set_xticks(range(n_heads), [f"h{H}" for H in range(n_heads)], fontsize=SMALL)
             ax.set_yticks(range(n_layers), [f"layer {L}" for L in range(n_layers)], fontsize=SMALL)
@@ -114,7 +115,7 @@ def plot_pruning_curves(results: dict):
     zoom = max(len(r["joint_pruning"]["accuracy_full"]) for r in results["modes"].values())
     for ax in (whole, close):
         for i, (mode, r) in enumerate(results["modes"].items()):
-            j, colour = r["joint_pruning"], f"C{i}"
+            j, colour = r["joint_pruning"], PALETTE[i]
             ax.plot(
                 range(len(j["accuracy_full"])),
                 100 * np.array(j["accuracy_full"]),
@@ -168,9 +169,9 @@ def plot_importance(results: dict):
         drop = r["single_head"]["drop_points"]
         for ax, scale in zip(row, ("raw", "normalised")):
             score = r["importance"][scale]
-            for kind, marker in zip(KINDS, "os^"):
+            for kind, marker, colour in zip(KINDS, "os^", PALETTE):
                 heads = [h for h in drop if h.startswith(kind + ".")]
-                ax.scatter([score[h] for h in heads], [drop[h] for h in heads], marker=marker, label=kind)
+                ax.scatter([score[h] for h in heads], [drop[h] for h in heads], marker=marker, color=colour, label=kind)
             for i, h in enumerate(r["single_head"]["ranking"][:4]):
                 # names in a column at the top left, a line to each point: never on top of each other
                 ax.annotate(

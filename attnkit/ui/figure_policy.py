@@ -7,6 +7,9 @@
   about 9 px tall). JupyterLab's own output text is 13 px.
 * No two texts overlap or touch (tick labels, numbers written in cells, titles), and no text is
   cut off by the axes it is clipped to.
+* Colour (colour.py): the categories of a figure (its legend's entries) differ by at least
+  colour.MIN_DELTA_E in normal vision and under simulated protanopia, deuteranopia and tritanopia;
+  a number written on a heatmap's cell contrasts with it by at least 4.5:1 (WCAG 2.1 AA).
 
 Notebook figures are shown at matplotlib's figure.dpi (NOTEBOOK_DPI) with bbox_inches="tight"
 (IPython's inline PNG); the explorers show PNGs pixel for pixel at plotting.SCREEN_DPI.
@@ -22,8 +25,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import matplotlib.text
+import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import Collection
+from matplotlib.colors import to_hex, to_rgba
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from . import colour
 
 OUTPUT_WIDTH_PX = 940  # JupyterLab 4 at a 1400 px wide window (measured: tests/test_browser.py)
 MIN_TEXT_PX = 12.0  # 9 pt at 96 dpi; 9 pt at 100 dpi is 12.5 px
@@ -97,8 +107,74 @@ def problems(fig: Figure, dpi: float | None = None, tight: bool = True) -> list[
         for b, box_b in texts[i + 1 :]:
             if _overlap(box_a, box_b, GAP_PX / scale):
                 found.append(f"texts {a.get_text()!r} and {b.get_text()!r} overlap or touch")
+    found += _colour_problems(fig, texts)
     title = " ".join((title or "figure").split())  # one line, also for a two-line title
     return [f"{title}: {p}" for p in found]
+
+
+def _colour_of(handle):
+    """The colour a legend entry shows (a line, a patch, a bar group, a scatter), as seen on white
+    (a shaded band is its colour at its alpha), or None."""
+    if isinstance(handle, Line2D):
+        rgba = to_rgba(handle.get_color(), handle.get_alpha())
+    else:
+        patches = getattr(handle, "patches", None) or ([handle] if isinstance(handle, Patch) else [])
+        faces = [p.get_facecolor() for p in patches[:1]] or (
+            list(handle.get_facecolor()[:1]) if isinstance(handle, Collection) else []
+        )
+        if not faces:
+            return None
+        rgba = to_rgba(faces[0])
+    alpha = rgba[3]
+    return tuple(alpha * c + (1 - alpha) for c in rgba[:3])
+
+
+def _cell_under(text):
+    """The colour of the heatmap cell a text is written on (in data coordinates), or None."""
+    ax = text.axes
+    if ax is None or text.get_transform() != ax.transData or text.get_bbox_patch() is not None:
+        return None
+    x, y = text.get_position()
+    for image in ax.get_images():
+        values = image.get_array()
+        if values is None or values.ndim != 2:
+            continue
+        x0, x1, y0, y1 = image.get_extent()
+        fx, fy = (x - x0) / (x1 - x0), (y - y0) / (y1 - y0)
+        if 0 <= fx < 1 and 0 <= fy < 1:
+            rows, cols = values.shape
+            row = int(fy * rows) if image.origin == "lower" else int((1 - fy) * rows)
+            value = values[min(row, rows - 1), min(int(fx * cols), cols - 1)]
+            if value is np.ma.masked or not np.isfinite(value):
+                return None
+            return image.to_rgba(value)
+    return None
+
+
+def _colour_problems(fig: Figure, texts: list) -> list[str]:
+    found = []
+    colours = [
+        to_hex(c)
+        for ax in fig.axes
+        for handle in ax.get_legend_handles_labels()[0]
+        if (c := _colour_of(handle)) is not None
+    ]
+    if len(set(colours)) > 1:
+        distance, vision, (a, b) = colour.closest_pair(colours)
+        if distance < colour.MIN_DELTA_E:
+            seen = "" if vision == "normal" else f" with {vision}"
+            found.append(
+                f"categories drawn in {a} and {b} differ by ΔE {distance:.1f}{seen}, under "
+                f"{colour.MIN_DELTA_E:g}: take them from colour.PALETTE"
+            )
+    for text, _ in texts:
+        cell = _cell_under(text)
+        if cell is not None and (ratio := colour.contrast(text.get_color(), cell)) < colour.MIN_CONTRAST:
+            found.append(
+                f"text {text.get_text()!r} contrasts {ratio:.1f}:1 with its cell, under {colour.MIN_CONTRAST:g}:1 "
+                "(colour.cell_text_colour picks black or white)"
+            )
+    return found
 
 
 def record_displayed_figures(log_path: str) -> None:

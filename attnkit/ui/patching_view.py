@@ -12,6 +12,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..interp.patching import HeadPatching, patch_heads
+from .colour import cell_text_colour
 from .figure_policy import SMALLEST_PT as SMALL
 from .plotting import png_bytes
 from .widget_tools import DISPLAY_DPI, Serial, error_html, hide_image, show_image
@@ -33,7 +34,7 @@ def _panel(fig, ax, values: np.ndarray, x_labels, y_labels, title: str, vmax: fl
                 ha="center",
                 va="center",
                 fontsize=SMALL,
-                color="white" if abs(v) > 0.6 * vmax else "black",
+                color=cell_text_colour(image, v),
             )
     return image
 

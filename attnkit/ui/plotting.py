@@ -27,6 +27,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from ..interp.roles import MEASURES
+from .colour import cell_text_colour
 from .figure_policy import SMALLEST_PT
 
 QUERY_LABEL = "query (attending) ↓"
@@ -112,7 +113,7 @@ class _Panel:
                             ha="center",
                             va="center",
                             fontsize=SMALL,
-                            color="white" if w > 0.6 * self.vmax else "black",
+                            color=cell_text_colour(self.image, w),
                         )
                     )
 
@@ -292,7 +293,7 @@ def roles_heatmap(roles, measures: Sequence[str] = MEASURES, title: str = "measu
                 ha="center",
                 va="center",
                 fontsize=SMALL,
-                color="white" if w > 0.6 * np.nanmax(ent) else "black",
+                color=cell_text_colour(image, w),
             )
         right.set_xticks([0], ["entropy\n(bits)"])
         right.xaxis.set_ticks_position("top")

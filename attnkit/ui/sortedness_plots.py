@@ -15,11 +15,12 @@ import torch
 from ..core.positional import ENCODINGS, sinusoidal_table
 from ..core.runtime import model_device
 from ..sortedness import NEGATIVES, TRAIN_LENGTHS, SortednessClassifier, labelled_set, validate
+from .colour import PALETTE
 from .figure_policy import SMALLEST_PT as SMALL
 from .plotting import heatmap_grid, png_bytes
 from .widget_tools import Serial, hide_image, show_image
 
-COLORS: dict[str, tuple] = dict(zip(ENCODINGS, plt.get_cmap("tab10")(range(len(ENCODINGS)))))
+COLORS: dict[str, str] = dict(zip(ENCODINGS, PALETTE))  # apart under colour-vision deficiency (colour.py)
 MARKERS: dict[str, str] = dict(zip(ENCODINGS, "osD^vP"))
 TRAIN_MAX = max(TRAIN_LENGTHS)
 
@@ -35,21 +36,22 @@ def plot_curves(results: dict, encodings: Sequence[str] = ENCODINGS, title: str 
             lengths = sorted(curve)
             mean = [curve[L]["mean"] for L in lengths]
             shift = 2 ** (0.05 * (i - (len(encodings) - 1) / 2))
+            colour = COLORS.get(enc, PALETTE[i % len(PALETTE)])  # other curves (readouts): the palette in order
             ax.plot(
                 [L * shift for L in lengths],
                 mean,
                 "-",
-                marker=MARKERS.get(enc, "o"),
+                marker=MARKERS.get(enc, "osD^vP"[i % 6]),
                 ms=5,
                 mfc="white",
                 label=enc,
-                color=COLORS.get(enc),
+                color=colour,
             )
             ax.fill_between(
                 lengths,
                 [curve[L]["min"] for L in lengths],
                 [curve[L]["max"] for L in lengths],
-                color=COLORS.get(enc),
+                color=colour,
                 alpha=0.2,
             )
         ax.axvspan(min(TRAIN_LENGTHS), TRAIN_MAX, color="grey", alpha=0.15, label="training lengths")
