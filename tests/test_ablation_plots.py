@@ -33,3 +33,20 @@ def test_tables_hold_every_head(results):
     assert len(table) == 24 and {"drop zero", "drop mean"} <= set(table.columns)
     carry = ablation_plots.carry_table(results, "zero")
     assert len(carry) == 24 and "carry − no carry" in carry.columns
+
+
+def test_the_drop_chart_has_room_above_its_tallest_bar_and_a_tick_per_decade(results):
+    """Issue 40's walk through notebook 04: no tick above 10 and the tallest bars touching the top."""
+    import numpy as np
+
+    fig = ablation_plots.plot_drops(results)
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    tallest = max(bar.get_height() for bar in ax.patches)
+    top_px = ax.transData.transform((0, ax.get_ylim()[1]))[1]
+    bar_px = ax.transData.transform((0, tallest))[1]
+    bottom_px = ax.transData.transform((0, 0))[1]
+    assert (bar_px - bottom_px) / (top_px - bottom_px) < 0.95, "the tallest bar touches the top edge"
+    decades = [t for t in ax.get_yticks() if t > 0]
+    assert decades == [10**k for k in range(len(decades))] and decades[-1] * 10 > tallest, decades
+    assert np.all(np.diff(ax.get_yticks()) > 0)

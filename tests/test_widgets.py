@@ -418,3 +418,33 @@ def test_ablation_explorer_consistent_after_bursts_of_clicks(adder, monkeypatch)
         assert ablation.result["exact_match"] == fresh["exact_match"], burst
         assert f"removed (zero ablation): {', '.join(pressed) or 'none'}</div>" in ablation.output.value, burst
     ablation.set_removed([])
+
+
+def test_found_on_the_keyboard_walk_outline_nothing_sample_readout_and_layer_width(explorer):
+    """Issue 40's walk through notebook 03: "nothing" is an option ipywidgets can show (a None
+    value showed a blank dropdown); a typed problem hides the sample slider's number, which would
+    name a sample that is not shown, until the slider moves; the layer slider has room for a track."""
+    assert all(value is not None for _, value in explorer.outline.options)
+    explorer.outline.value = [v for label, v in explorer.outline.options if label == "nothing"][0]
+    assert explorer.outline.label == "nothing"
+    assert not explorer.figure().attnkit_panels[0].outlined()
+    explorer.problem.value = "12+345"
+    assert explorer.custom is not None and explorer.sample.readout is False
+    explorer.sample.value = 3
+    assert explorer.custom is None and explorer.sample.readout is True
+    assert int(explorer.layer.layout.width.removesuffix("px")) >= 260
+
+
+def test_sortedness_explorer_says_when_a_panel_looks_outside_its_window():
+    """At length 256 a head of layer 1 puts its weight outside the 8 positions shown: its panel says
+    so instead of staying blank; the seed box says it is the sample's."""
+    import attnkit
+    from attnkit.ui.sortedness_plots import SortednessExplorer, plot_attention, sample
+
+    model = attnkit.load_pretrained("sortedness-alibi")
+    fig = plot_attention(model, sample("hard", 256), window=(0, SortednessExplorer.WINDOW))
+    notes = [t.get_text() for p in fig.attnkit_panels for t in p.ax.texts]
+    assert any("of the weight\nfalls in this window" in n for n in notes), notes
+    short = plot_attention(model, sample("hard", 8), window=(0, 8))
+    assert not [t for p in short.attnkit_panels for t in p.ax.texts]  # the whole sequence: nothing outside
+    assert SortednessExplorer({"alibi": model}).seed.description == "sample seed"

@@ -58,11 +58,19 @@ def plot_drops(results: dict):
     fig = _figure(WIDTH, 4.6)
     ax = fig.add_subplot()
     width = 0.8 / len(modes)
+    tallest = 0.0
     for i, mode in enumerate(modes):
         drops = [results["modes"][mode]["single_head"]["drop_points"][h] for h in order]
-        ax.bar(np.arange(len(order)) + (i - (len(modes) - 1) / 2) * width, drops, width, label=f"{mode} ablation")
+        tallest = max(tallest, *drops)
+        x = np.arange(len(order)) + (i - (len(modes) - 1) / 2) * width
+        ax.bar(x, drops, width, color=PALETTE[i], label=f"{mode} ablation")
     ax.axhline(THRESHOLD_POINTS, color="k", ls="--", lw=1, label=f"{THRESHOLD_POINTS:g}-point line: critical above")
     ax.set_yscale("symlog", linthresh=1)
+    # room above the tallest bar, and a tick at every power of ten below the top
+    top = max(tallest, 10.0) * 1.6
+    ticks = [0] + [10**k for k in range(int(np.log10(top)) + 1)]
+    ax.set_ylim(0, top)
+    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
     ax.set_xticks(range(len(order)), order, rotation=90, fontsize=SMALL)  # upright labels would overlap
     ax.set_xlabel("head removed (kind.layer.head)")
     ax.set_ylabel("drop in greedy exact match (points, symlog)")

@@ -28,6 +28,9 @@ from .widget_tools import DISPLAY_DPI, Serial, error_html, hide_image, show_imag
 ALL_HEADS = -1  # the head selector's value for "all heads of the layer, as a grid"
 
 
+NO_OUTLINE = "none"
+
+
 class AttentionExplorer:
     """Attention heatmaps of the adder, driven by widgets: sample and layer sliders, a head
     selector (one head, or all heads as a grid), the attention kind, what to outline (the
@@ -82,7 +85,7 @@ class AttentionExplorer:
             max=self.n_layers["dec.cross"] - 1,
             description="layer",
             continuous_update=False,
-            layout=W.Layout(width="200px"),
+            layout=W.Layout(width="260px"),  # at 200 px the track of a 2-layer slider was 24 px long
         )
         self.head = W.ToggleButtons(
             options=[("all", ALL_HEADS)] + [(str(h), h) for h in range(n_heads)],
@@ -113,7 +116,8 @@ class AttentionExplorer:
             disabled=self.head.value == ALL_HEADS,
         )
         self.outline = W.Dropdown(
-            options=[("aligned column", "aligned"), ("carry column", "carry"), ("nothing", None)],
+            # a string for "nothing": a None value shows as no selection at all
+            options=[("aligned column", "aligned"), ("carry column", "carry"), ("nothing", NO_OUTLINE)],
             value="aligned",
             description="outline",
             layout=W.Layout(width="240px"),
@@ -250,6 +254,7 @@ class AttentionExplorer:
         self._quiet = True
         self.problem.value = ""
         self._quiet = False
+        self.sample.readout = True
         self._guarded(self.redraw)
 
     def _on_problem(self, change) -> None:
@@ -271,6 +276,8 @@ class AttentionExplorer:
                 answers, cache = self.adder.run_with_cache([text], names=self._pattern_names(self.adder))
             cache = {k: v.cpu() for k, v in cache.items()}
             self.custom = (text.strip(), answers[0], cache)
+        # The slider's number would name a sample that is not shown: hidden until it moves again.
+        self.sample.readout = self.custom is None
         self.redraw()
 
     # ---------------------------------------------------------------- drawing
@@ -307,7 +314,7 @@ class AttentionExplorer:
             head,
             self.reverse_output,
             subtitle=subtitle,
-            outline=self.outline.value,
+            outline=None if self.outline.value == NO_OUTLINE else self.outline.value,
         )
 
     def save(self, path) -> None:

@@ -243,6 +243,20 @@ def plot_attention(
         note="red: a value in an out-of-order neighbouring pair",
         cell=cell,
     )
+    # A head that looks outside the window leaves its panel blank: say so rather than show nothing.
+    inside = patterns.sum(-1).mean(-1).reshape(-1)  # per panel: the mean weight a row keeps in the window
+    for panel, share in zip(fig.attnkit_panels, inside):
+        if share < 0.15:
+            panel.ax.text(
+                0.5,
+                0.5,
+                f"{share:.0%} of the weight\nfalls in this window",
+                transform=panel.ax.transAxes,
+                ha="center",
+                va="center",
+                fontsize=SMALL,
+                bbox=dict(facecolor="white", alpha=0.9, lw=0),
+            )
     in_descent = {j for i in range(len(seq) - 1) if seq[i] > seq[i + 1] for j in (i, i + 1)}
     for panel in fig.attnkit_panels:
         for axis in (panel.ax.xaxis, panel.ax.yaxis):
@@ -280,7 +294,13 @@ class SortednessExplorer:
         )
         self.length = W.SelectionSlider(options=list(self.LENGTHS), value=16, description="length")
         self.kind = W.ToggleButtons(options=["sorted", "hard", "shuffle"], value="hard", description="sample")
-        self.seed = W.Text(value="0", description="seed", continuous_update=False, layout=W.Layout(width="160px"))
+        self.seed = W.Text(  # the sample's random seed, not a model's (the notebook's seeds 0/1/2 train models)
+            value="0",
+            description="sample seed",
+            continuous_update=False,
+            layout=W.Layout(width="200px"),
+            style={"description_width": "initial"},
+        )
         self.custom = W.Text(
             value="",
             description="your own",
