@@ -37,6 +37,26 @@ _LAZY = {
 }
 
 
+def _describe_figures() -> None:
+    """In IPython, a matplotlib figure's text/plain is its description (attnkit.ui.alt_text): the
+    words a screen reader or the course site can use. Nothing is imported for it now."""
+    import sys
+
+    shell = sys.modules["IPython"].get_ipython() if "IPython" in sys.modules else None
+    if shell is None or not hasattr(shell, "display_formatter"):
+        return
+
+    def text(fig, p, cycle) -> None:
+        from .ui.alt_text import describe
+
+        p.text(describe(fig) or repr(fig))
+
+    shell.display_formatter.formatters["text/plain"].for_type_by_name("matplotlib.figure", "Figure", text)
+
+
+_describe_figures()
+
+
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name], __name__), name)

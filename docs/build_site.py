@@ -164,6 +164,30 @@ def title_of(nb) -> str:
     return ""
 
 
+DEFAULT_ALT = "No description has been provided for this image"  # nbconvert's, on an image with none
+
+
+def with_alt_text(body: str, nb) -> str:
+    """Each figure's description (its text/plain: attnkit.ui.alt_text) as its image's alt text."""
+    alts = {
+        str(out["data"]["image/png"]).strip()[:200]: str(out["data"]["text/plain"])
+        for cell in nb.cells
+        for out in cell.get("outputs", [])
+        if "image/png" in out.get("data", {}) and "text/plain" in out.get("data", {})
+        and not str(out["data"]["text/plain"]).startswith("<Figure")
+    }  # fmt: skip
+
+    def tag(match) -> str:
+        img = match.group(0)
+        key = next((k for k in alts if k in img), None)
+        if key is None:
+            return img
+        img = re.sub(r'\salt="[^"]*"', "", img)
+        return img.replace("<img", f'<img alt="{html.escape(alts[key])}"', 1)
+
+    return re.sub(r"<img\b[^>]*>", tag, body)
+
+
 def render(executed: str, stem: str, pages: list[str], commit: str) -> str:
     import nbformat
     from nbconvert import HTMLExporter
@@ -173,6 +197,7 @@ def render(executed: str, stem: str, pages: list[str], commit: str) -> str:
         template_name="lab", mathjax_url=MATHJAX_URL, require_js_url=REQUIRE_URL, widget_renderer_url=WIDGETS_URL
     )
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": stem}})
+    body = with_alt_text(body, nb)
     widgets = "widgets" in nb.metadata
     i = pages.index(stem)
     prev_link = f'<a href="{pages[i - 1]}.html">← {pages[i - 1]}</a>' if i > 0 else ""

@@ -118,3 +118,36 @@ def test_numbers_on_heatmap_cells_are_chosen_by_contrast():
     assert any("contrasts" in p and "'0.65'" in p for p in found), found  # white on a mid blue
     assert policy.problems(heatmap(colour.cell_text_colour)) == []
     assert min(colour.contrast(colour.text_colour_on(g), g) for g in np.linspace(0, 1, 101).astype(str)) >= 4.5
+
+
+def test_a_figure_says_in_words_what_it_shows():
+    """Every figure's text alternative (attnkit.ui.alt_text): its kind, title, panels, axes, series
+    and the fact it is there for; one without a title has none and breaks the policy."""
+    from attnkit import sortedness
+    from attnkit.ui import alt_text
+    from attnkit.ui.sortedness_plots import plot_curves
+
+    words = alt_text.describe(plot_curves(sortedness.load_results()["encodings"]))
+    for part in (
+        "Line chart: Extrapolation",
+        "2 panels",
+        "against sequence length",
+        "Series: sinusoidal",
+        "At length 256",
+    ):
+        assert part in words, words
+    untitled = Figure()
+    untitled.add_subplot().plot([0, 1])
+    assert alt_text.describe(untitled) == ""
+    assert any("no text alternative" in p for p in policy.problems(untitled)), policy.problems(untitled)
+
+
+def test_in_ipython_a_figures_plain_text_is_its_description():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    import attnkit
+
+    shell = InteractiveShell.instance()
+    attnkit._describe_figures()  # what `import attnkit` does in a kernel
+    data, _ = shell.display_formatter.format(plain())
+    assert data["text/plain"].startswith("Line chart: a title."), data

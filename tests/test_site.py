@@ -166,6 +166,10 @@ def check_notebook_page(page, stem: str) -> dict:
     assert page.locator(".merror, .MathJax_Error").count() == 0, f"{stem}: MathJax could not typeset a formula"
     images = page.locator(".jp-OutputArea-output img").evaluate_all("imgs => imgs.map(i => i.naturalWidth)")
     assert images and all(images), f"{stem}: output images missing or not decoded: {images}"
+    # every figure a cell drew says what it shows (attnkit.ui.alt_text), not nbconvert's placeholder
+    alts = page.locator(".jp-RenderedImage img").evaluate_all("imgs => imgs.map(i => i.alt || '')")
+    bare = [a for a in alts if len(a) < 40 or a.startswith("No description")]
+    assert alts and not bare, f"{stem}: figures without a text alternative: {bare}"
     if views:
         assert LIVE_NOTE in text, f"{stem}: widgets without the note that moving them needs the live notebook"
         rendered = page.locator(".widget-subarea > .jupyter-widgets").count()

@@ -79,6 +79,10 @@ def plot_drops(results: dict):
         f"({results['n_test']} held-out problems)"
     )
     ax.legend(fontsize=SMALL)
+    first = results["modes"][modes[0]]["single_head"]["drop_points"]
+    fig.attnkit_fact = f"Largest drops ({modes[0]} ablation): " + ", ".join(
+        f"{h} {first[h]:.0f} points" for h in order[:3]
+    )
     return fig
 
 

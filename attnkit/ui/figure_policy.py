@@ -10,6 +10,7 @@
 * Colour (colour.py): the categories of a figure (its legend's entries) differ by at least
   colour.MIN_DELTA_E in normal vision and under simulated protanopia, deuteranopia and tritanopia;
   a number written on a heatmap's cell contrasts with it by at least 4.5:1 (WCAG 2.1 AA).
+* A text alternative (alt_text.describe): a figure has a title to build it from.
 
 Notebook figures are shown at matplotlib's figure.dpi (NOTEBOOK_DPI) with bbox_inches="tight"
 (IPython's inline PNG); the explorers show PNGs pixel for pixel at plotting.SCREEN_DPI.
@@ -33,7 +34,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from . import colour
+from . import alt_text, colour
 
 OUTPUT_WIDTH_PX = 940  # JupyterLab 4 at a 1400 px wide window (measured: tests/test_browser.py)
 MIN_TEXT_PX = 12.0  # 9 pt at 96 dpi; 9 pt at 100 dpi is 12.5 px
@@ -108,6 +109,8 @@ def problems(fig: Figure, dpi: float | None = None, tight: bool = True) -> list[
             if _overlap(box_a, box_b, GAP_PX / scale):
                 found.append(f"texts {a.get_text()!r} and {b.get_text()!r} overlap or touch")
     found += _colour_problems(fig, texts)
+    if not alt_text.describe(fig):
+        found.append("no title, so no text alternative (attnkit.ui.alt_text): give the figure a title")
     title = " ".join((title or "figure").split())  # one line, also for a two-line title
     return [f"{title}: {p}" for p in found]
 

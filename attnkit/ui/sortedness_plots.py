@@ -70,6 +70,11 @@ def plot_curves(results: dict, encodings: Sequence[str] = ENCODINGS, title: str 
         fontsize=11,
     )
     fig.tight_layout()
+    longest = max(max(results[enc][NEGATIVES[0]]) for enc in encodings)
+    at_longest = {enc: results[enc][NEGATIVES[0]].get(longest, {}).get("mean") for enc in encodings}
+    fig.attnkit_fact = f"At length {longest}, {NEGATIVES[0]} negatives: " + ", ".join(  # type: ignore[attr-defined]
+        f"{enc} {v:.2f}" for enc, v in sorted(at_longest.items(), key=lambda kv: -(kv[1] or 0)) if v is not None
+    )
     return fig
 
 
