@@ -47,9 +47,9 @@ def _describe_figures() -> None:
         return
 
     def text(fig, p, cycle) -> None:
-        from .ui.alt_text import describe
+        from .ui.alt_text import text_alternative
 
-        p.text(describe(fig) or repr(fig))
+        p.text(text_alternative(fig) or repr(fig))
 
     shell.display_formatter.formatters["text/plain"].for_type_by_name("matplotlib.figure", "Figure", text)
 

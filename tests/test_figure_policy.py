@@ -127,7 +127,7 @@ def test_a_figure_says_in_words_what_it_shows():
     from attnkit.ui import alt_text
     from attnkit.ui.sortedness_plots import plot_curves
 
-    words = alt_text.describe(plot_curves(sortedness.load_results()["encodings"]))
+    words = alt_text.text_alternative(plot_curves(sortedness.load_results()["encodings"]))
     for part in (
         "Line chart: Extrapolation",
         "2 panels",
@@ -138,7 +138,7 @@ def test_a_figure_says_in_words_what_it_shows():
         assert part in words, words
     untitled = Figure()
     untitled.add_subplot().plot([0, 1])
-    assert alt_text.describe(untitled) == ""
+    assert alt_text.text_alternative(untitled) == ""
     assert any("no text alternative" in p for p in policy.problems(untitled)), policy.problems(untitled)
 
 

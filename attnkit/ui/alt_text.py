@@ -32,7 +32,7 @@ def title_of(fig: Figure) -> str:
     return _one_line(fig.get_suptitle() or next((ax.get_title() for ax in fig.axes if ax.get_title()), ""))
 
 
-def describe(fig: Figure) -> str:
+def text_alternative(fig: Figure) -> str:
     """The figure in words ("" for a figure with no title: nothing to say what it is)."""
     title = title_of(fig)
     if not title:

@@ -10,7 +10,7 @@
 * Colour (colour.py): the categories of a figure (its legend's entries) differ by at least
   colour.MIN_DELTA_E in normal vision and under simulated protanopia, deuteranopia and tritanopia;
   a number written on a heatmap's cell contrasts with it by at least 4.5:1 (WCAG 2.1 AA).
-* A text alternative (alt_text.describe): a figure has a title to build it from.
+* A text alternative (alt_text.text_alternative): a figure has a title to build it from.
 
 Notebook figures are shown at matplotlib's figure.dpi (NOTEBOOK_DPI) with bbox_inches="tight"
 (IPython's inline PNG); the explorers show PNGs pixel for pixel at plotting.SCREEN_DPI.
@@ -109,7 +109,7 @@ def problems(fig: Figure, dpi: float | None = None, tight: bool = True) -> list[
             if _overlap(box_a, box_b, GAP_PX / scale):
                 found.append(f"texts {a.get_text()!r} and {b.get_text()!r} overlap or touch")
     found += _colour_problems(fig, texts)
-    if not alt_text.describe(fig):
+    if not alt_text.text_alternative(fig):
         found.append("no title, so no text alternative (attnkit.ui.alt_text): give the figure a title")
     title = " ".join((title or "figure").split())  # one line, also for a two-line title
     return [f"{title}: {p}" for p in found]
