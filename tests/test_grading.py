@@ -31,9 +31,10 @@ WRONG_MASK = "def my_causal_mask(n_pos):\n    return torch.ones(n_pos, n_pos, dt
 FAKE = 'lambda *a, **k: print("✅ causal_mask: passed") or True'
 
 
-def submission(tmp_path, attack="", mask=None, name=NB01.name, edit=None, solved=False):
-    """Notebook 01's student edition (`solved`: the complete one) with `attack` run in a cell of its
-    own before the first check (and `mask` as the answer to 01-causal-mask)."""
+def submission(tmp_path, attack: str | list = "", mask=None, name=NB01.name, edit=None, solved=False):
+    """Notebook 01's student edition (`solved`: the complete one) with `attack` (or each of a list of
+    attacks) run in a cell of its own before the first check (and `mask` as the answer to
+    01-causal-mask)."""
     nb = nbformat.read(NB01, as_version=4)
     nb = nb if solved else student_notebook(nb)
     cells = nb.cells
@@ -41,8 +42,9 @@ def submission(tmp_path, attack="", mask=None, name=NB01.name, edit=None, solved
     if mask:
         [cell] = [c for c in cells if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "01-causal-mask"]
         cell.source = mask
-    if attack:
-        cells.insert(first_check, nbformat.v4.new_code_cell(attack))
+    for code in reversed([attack] if isinstance(attack, str) else attack):
+        if code:
+            cells.insert(first_check, nbformat.v4.new_code_cell(code))
     if edit:
         edit(cells)
     path = tmp_path / name
@@ -151,11 +153,12 @@ def graded_on_merit(tmp_path, code):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("attack", ATTACKS, ids=list(ATTACKS))
-def test_an_attack_from_the_learners_cells_changes_nothing(tmp_path, attack):
+def test_the_attacks_from_the_learners_cells_change_nothing(tmp_path):
+    """All of them in one submission, each in a cell of its own (one grading, not 19; should this fail,
+    graded_on_merit(tmp_path, ATTACKS[name]) tells which)."""
     (tmp_path / "base").mkdir()
-    graded, baseline = graded_on_merit(tmp_path, ATTACKS[attack])
-    assert graded == baseline, graded
+    graded, baseline = graded_on_merit(tmp_path, list(ATTACKS.values()))
+    assert graded == baseline, (graded, list(ATTACKS))
     assert baseline["01-causal-mask"][1].startswith("❌ causal_mask: upper triangle"), baseline
     assert [passed for passed, _, _ in baseline.values()] == [False, True, True, True, True], baseline  # honest ones
 
