@@ -241,7 +241,7 @@ def run_plan(items: list[dict], folder: Path, cell_timeout: float) -> dict:
     LIVE.add((proc, token))
     out: dict[str, Any] = {"results": {}, "errors": [], "stopped": None, "at": None, "done": False}
     try:
-        job = {"nonce": nonce, "items": items, "folder": str(folder), "grading_seed": GRADING_SEED}
+        job = {"nonce": nonce, "items": items, "grading_seed": GRADING_SEED}
         job_in.write((json.dumps(job) + "\n").encode())
         job_in.close()
         _read_reports(read_end, nonce, cell_timeout, out)

@@ -381,7 +381,7 @@ class Session:
         if kind == "bridged":  # a scalar with a graph through the kit models of this call
             value = _rebuild_tensor(x["value"], blobs).detach()
             params = [p for m in kit if isinstance(m, nn.Module) for p in m.parameters()]
-            grads = [None if g is None else g for g in decode(x["grads"], blobs, _refuse)]
+            grads = decode(x["grads"], blobs, _refuse)
             if not any(p.requires_grad for p in params):
                 return value
             return _Bridge.apply(value, grads[: len(params)], str(x.get("error") or ""), *params)

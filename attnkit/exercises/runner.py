@@ -83,7 +83,8 @@ def run_job(report_fd: int, job_source, linger: bool = False) -> None:
     except BoundaryError:
         confined = {}
     send(event="ready", confined=confined.get("confined", []))
-    sys.path.append(job["folder"])  # as in the learner's process: a checker never imports from there, though
+    # Never the submission's folder on sys.path here: a module a library imports lazily must not come
+    # from it (only the learner's process imports from there).
     ended = ""  # why the learner's process is gone, once it is
     for item in job["items"]:
         if item.get("exercise"):
