@@ -76,7 +76,7 @@ test: setup chromium
 # tests run under `make test`); `slow` and `browser` marks are left out everywhere. No nbval.
 CHECK_SKIP := nbgrader_check.py test_broken_models.py test_browser.py test_course.py test_grading.py \
 	test_guards_files.py test_guards_runs.py test_imports.py test_notebooks.py test_resources.py \
-	test_install.py test_robustness.py test_site.py test_wheel.py test_widgets.py test_claims.py test_bench_threads.py
+	test_install.py test_robustness.py test_site.py test_wheel.py test_wheel_hub.py test_widgets.py test_claims.py test_bench_threads.py
 check: setup
 	OMP_NUM_THREADS=1 $(KEEP_FREED) $(PY) -m pytest -q -n 2 -p no:cacheprovider -o addopts="-p pytest_startup" -m "not slow and not browser" \
 		$(addprefix --ignore=tests/,$(CHECK_SKIP)) tests
@@ -188,11 +188,13 @@ bench: setup
 # (tests/compat/year-old-hub.txt), which must not change, with notebooks 01 and 03 run there.
 # Minutes (pip installs torch and JupyterLab into two venvs); CI runs it. compat-test: the last part only.
 .PHONY: wheel-test compat-test
+# Two workers, a file each: the year-old hub's environment is built and run beside the fresh venv's.
 wheel-test: setup
-	ATTNKIT_WHEEL=1 OMP_NUM_THREADS=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_wheel.py
+	ATTNKIT_WHEEL=1 OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 --dist loadfile -p no:cacheprovider \
+		tests/test_wheel.py tests/test_wheel_hub.py
 
 compat-test: setup
-	ATTNKIT_WHEEL=1 OMP_NUM_THREADS=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_wheel.py -k year_old
+	ATTNKIT_WHEEL=1 OMP_NUM_THREADS=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_wheel_hub.py
 
 # A real JupyterHub serving the course (tests/hub/hub_check.py; not in `make test`; needs root: it
 # makes a Unix user per learner and removes them after). JupyterHub and the kit's wheel go into

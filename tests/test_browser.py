@@ -227,6 +227,11 @@ def test_explorer_in_jupyterlab(chromium, lab):  # chromium first: no server sta
             check_explorers(page)
             check_patching_explorer(page)
             check_notebook_03(page)
+            check_keyboard_only(page)
+            check_keys_stay_in_explorers(page)
+        except BaseException:
+            page.screenshot(path=ARTIFACTS / "browser_failure.png", full_page=True)  # what the page showed
+            raise
         finally:
             browser.close()
     print(f"browser check took {time.monotonic() - start:.1f} s")
@@ -435,3 +440,122 @@ def expect_idle(page) -> None:
     from playwright.sync_api import expect
 
     expect(page.get_by_text(re.compile(r"\(ipykernel\) \| Idle"))).to_be_visible(timeout=90 * SECONDS)
+
+
+EXPLORERS = [f".attnkit-{name}explorer" for name in ("", "ablation-", "sortedness-", "patching-")]
+# Every control a key can reach in an explorer (shown and enabled).
+CONTROLS = """root => Array.from(root.querySelectorAll('button, input, select, textarea, .noUi-handle'))
+    .filter(e => e.offsetParent !== null && !e.disabled)"""
+# The notebook as its cells: [kind, the first 60 characters of the source] (a cell added, deleted,
+# cut, merged or turned into markdown changes it).
+CELLS = """() => Array.from(document.querySelectorAll('.jp-Notebook .jp-Cell')).map(c =>
+    [c.classList.contains('jp-CodeCell') ? 'code' : c.classList.contains('jp-MarkdownCell') ? 'markdown' : 'raw',
+     (c.querySelector('.cm-content') || c).textContent.slice(0, 60)])"""
+FOCUSED_IN = "sel => { const a = document.activeElement; return !!(a && a.closest(sel)); }"
+# JupyterLab's command-mode keys that change cells (a, b: insert; m, y: cell type; d d, x: delete, cut;
+# Shift+M: merge), and the arrows that move the notebook's selection away from a control.
+KEYS = ["ArrowRight", "ArrowLeft", "ArrowDown", "ArrowUp", "a", "b", "m", "y", "d", "d", "x", "Shift+M"]
+
+
+def check_keys_stay_in_explorers(page) -> None:
+    """Every key of KEYS pressed on every control of every explorer: none reaches JupyterLab (the
+    notebook's cells are unchanged, the focus stays in the explorer). A text box takes the letters
+    as text: its value is put back after."""
+    cells = page.evaluate(CELLS)
+    pressed = 0
+    for selector in EXPLORERS:
+        root = page.locator(selector).first
+        root.scroll_into_view_if_needed()
+        for i in range(root.evaluate(f"r => ({CONTROLS})(r).length")):
+            control = root.evaluate_handle(f"(r, i) => ({CONTROLS})(r)[i]", i).as_element()
+            is_text = control.evaluate("e => e.tagName === 'INPUT' && e.type === 'text'")
+            before = control.evaluate("e => e.value") if is_text else None
+            control.focus()
+            for key in KEYS:
+                page.keyboard.press(key)
+            pressed += len(KEYS)
+            name = control.evaluate("e => e.outerHTML.slice(0, 120)")
+            assert page.evaluate(FOCUSED_IN, selector), f"{selector}: a key took the focus out of the explorer: {name}"
+            assert page.evaluate(CELLS) == cells, f"{selector}: a key changed the notebook's cells: {name}"
+            if is_text:
+                control.fill(before)
+    expect_idle(page)
+    assert page.evaluate(CELLS) == cells
+    print(f"keys stay in the explorers: {pressed} key presses on the four explorers' controls, no cell changed")
+
+
+def check_keyboard_only(page) -> None:
+    """Each explorer driven by the keyboard alone (Tab to a control, then arrows, Space, Enter), and
+    the result in a live region changes as with the mouse."""
+    from playwright.sync_api import expect
+
+    def tab_to(root, selector: str, limit: int = 60) -> None:
+        """Press Tab until the focus is in `selector` inside `root` (keyboard only: no clicks)."""
+        for _ in range(limit):
+            if root.evaluate(f"(r) => !!(document.activeElement && document.activeElement.closest('{selector}'))"):
+                return
+            page.keyboard.press("Tab")
+        raise AssertionError(f"Tab never reached {selector}")
+
+    # The attention explorer: Tab order kind, layer, head, sample, ..., and the answer is live.
+    explorer = page.locator(".attnkit-explorer").first
+    explorer.locator(".attnkit-kind-select select").focus()
+    order = []
+    for _ in range(12):
+        order.append(
+            page.evaluate(
+                "() => { const w = document.activeElement.closest('[class*=attnkit-]');"
+                " return w ? Array.from(w.classList).find(c => c.startsWith('attnkit-')) : ''; }"
+            )
+        )
+        page.keyboard.press("Tab")
+    seen = list(dict.fromkeys(o for o in order if o))
+    first_four = ["kind-select", "layer-slider", "head-select", "sample-slider"]
+    assert seen[:4] == [f"attnkit-{name}" for name in first_four], seen
+    answer = explorer.locator(".attnkit-answer")
+    assert answer.get_attribute("aria-live") == "polite", "the attention explorer's answer is not a live region"
+    explorer.locator(".attnkit-kind-select select").focus()
+    tab_to(explorer, ".attnkit-problem-text")
+    page.keyboard.type("250+250")
+    page.keyboard.press("Enter")
+    expect(answer).to_contain_text("250+250", timeout=30 * SECONDS)
+    expect(answer).to_contain_text("true sum 500")
+    handle = explorer.locator(".attnkit-sample-slider .noUi-handle")
+    assert handle.get_attribute("aria-label") == "sample", handle.get_attribute("aria-label")
+
+    # The ablation explorer: Tab to a head, Space removes it, the live result says so; Enter restores.
+    ablation = page.locator(".attnkit-ablation-explorer").first
+    result = ablation.locator(".attnkit-ablation-result")
+    assert result.get_attribute("aria-live") == "polite"
+    ablation.locator(".attnkit-ablation-reset").focus()
+    page.keyboard.press("Enter")
+    expect(result).to_contain_text("removed (zero ablation): none", timeout=30 * SECONDS)
+    ablation.locator("button").first.focus()  # no clicks: focus() is what Tab would do
+    tab_to(ablation, ".attnkit-head-dec-cross-0-0")
+    page.keyboard.press("Space")
+    expect(result).to_contain_text("removed (zero ablation): dec.cross.0.0", timeout=30 * SECONDS)
+    toggle = ablation.locator(".attnkit-head-dec-cross-0-0")
+    expect(toggle).to_have_attribute("aria-pressed", "true", timeout=10 * SECONDS)
+    tab_to(ablation, ".attnkit-ablation-reset")
+    page.keyboard.press("Enter")
+    expect(result).to_contain_text("removed (zero ablation): none", timeout=30 * SECONDS)
+    expect(toggle).to_have_attribute("aria-pressed", "false", timeout=10 * SECONDS)
+
+    # The sortedness explorer: arrows on the length slider (announced as the length), the encoding.
+    sortedness = page.locator(".attnkit-sortedness-explorer").first
+    message = sortedness.locator(".attnkit-live").first
+    assert message.get_attribute("aria-live") == "polite"
+    length = sortedness.locator(".noUi-handle").first
+    expect(length).to_have_attribute("aria-valuetext", "16", timeout=10 * SECONDS)
+    length.focus()
+    page.keyboard.press("ArrowRight")
+    expect(message).to_contain_text("length 24", timeout=30 * SECONDS)
+    expect(length).to_have_attribute("aria-valuetext", "24", timeout=10 * SECONDS)
+    page.keyboard.press("ArrowLeft")
+    expect(message).to_contain_text("length 16", timeout=30 * SECONDS)
+    sortedness.locator("select").first.focus()
+    page.keyboard.press("ArrowDown")
+    expect(message).to_contain_text("rope", timeout=30 * SECONDS)
+    page.keyboard.press("ArrowUp")
+    expect(message).to_contain_text("alibi", timeout=30 * SECONDS)
+    print("keyboard only: the attention, ablation and sortedness explorers answer Tab, arrows, Space and Enter")

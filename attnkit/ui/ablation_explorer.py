@@ -19,6 +19,7 @@ from ..core.head_ablation import heads_by_module
 from ..interp.ablation import MODES, Problems, check_baseline, model_of
 from ..interp.studies import CARRY_GROUPS, pruning_subset
 from ..interp.sweep import fast_matches
+from . import accessibility
 from .widget_tools import Serial, error_html, verdict
 
 
@@ -142,6 +143,7 @@ class AblationExplorer:
             ]
         )
         self.widget.add_class("attnkit-ablation-explorer")
+        accessibility.mark(self.widget, live=[self.message, self.output])
 
     @staticmethod
     def _restyle(change) -> None:
@@ -154,6 +156,9 @@ class AblationExplorer:
         name = t.description.lstrip("✕ ")
         t.button_style = "danger" if removed else ""
         t.description = f"✕ {name}" if removed else name
+
+    def _ipython_display_(self) -> None:  # the keyboard and screen-reader script, then the widget
+        accessibility.show(self.widget)
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)

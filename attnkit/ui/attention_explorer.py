@@ -21,9 +21,11 @@ import numpy as np
 from ..adder.data import load_test_set, parse_problem
 from ..core.runtime import torch_threads
 from ..interp.roles import KIND_NAMES, KINDS, MEASURES, problems_of, roles_from_cache
+from . import accessibility
+from .alt_text import text_alternative
 from .attention_plot import AttentionPlot
 from .plotting import save_figure
-from .widget_tools import DISPLAY_DPI, Serial, error_html, hide_image, show_image, verdict
+from .widget_tools import DISPLAY_DPI, Serial, error_html, figure_words, hide_image, show_image, verdict
 
 ALL_HEADS = -1  # the head selector's value for "all heads of the layer, as a grid"
 
@@ -126,6 +128,7 @@ class AttentionExplorer:
         self.role = W.HTML()
         self.message = W.HTML()  # a refused request (e.g. an unknown kind): nothing was changed
         self.image = W.Image(format="png", layout=W.Layout(max_width="100%", height="auto", object_fit="contain"))
+        self.words = figure_words()
         for widget, name in [
             (self.kind, "kind-select"),
             (self.layer, "layer-slider"),
@@ -153,10 +156,15 @@ class AttentionExplorer:
                 self.message,
                 self.answer,
                 self.image,
+                self.words,
                 self.role,
             ]
         )
         self.widget.add_class("attnkit-explorer")
+        accessibility.mark(self.widget, live=[self.message, self.answer])
+
+    def _ipython_display_(self) -> None:  # the keyboard and screen-reader script, then the widget
+        accessibility.show(self.widget)
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
@@ -238,7 +246,7 @@ class AttentionExplorer:
 
     def _error(self, e) -> None:
         self.answer.value = error_html(e) + " <i>(figure hidden until this is fixed)</i>"
-        hide_image(self.image)
+        hide_image(self.image, self.words)
 
     def _on_view(self, change) -> None:
         if change["owner"] is self.kind:  # another kind may have another number of layers
@@ -328,11 +336,13 @@ class AttentionExplorer:
     def _redraw_now(self, stale) -> None:
         try:
             c = self._current()
-            png = self.plot.png(self.figure(), DISPLAY_DPI)
+            fig = self.figure()
+            alt = text_alternative(fig)
+            png = self.plot.png(fig, DISPLAY_DPI)
             if stale():  # a newer request is next: it draws
                 return
             self.answer.value = f"{c['where']}: " + verdict(c["problem"], c["answer"], c["truth"])
-            show_image(self.image, png)
+            show_image(self.image, png, self.words, alt)
         except Exception as e:  # the widget must stay usable whatever happens
             self._error(e)
             return

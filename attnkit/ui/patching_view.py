@@ -12,10 +12,12 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..interp.patching import HeadPatching, patch_heads
+from . import accessibility
+from .alt_text import text_alternative
 from .colour import cell_text_colour
 from .figure_policy import SMALLEST_PT as SMALL
 from .plotting import png_bytes
-from .widget_tools import DISPLAY_DPI, Serial, error_html, hide_image, show_image
+from .widget_tools import DISPLAY_DPI, Serial, error_html, figure_words, hide_image, show_image
 
 PATCH_CMAP = "RdBu"  # blue: the patch restores the clean answer; red: it pushes away from it
 
@@ -125,12 +127,17 @@ class PatchingExplorer:
         self.output = W.Dropdown(options=[("whole answer", -1)], value=-1, description="effect on", style=style)
         self.message = W.HTML()
         self.image = W.Image(format="png")
-        self.widget = W.VBox([W.HBox([self.clean, self.corrupted, self.output]), self.message, self.image])
+        self.words = figure_words()
+        self.widget = W.VBox([W.HBox([self.clean, self.corrupted, self.output]), self.message, self.image, self.words])
         self.widget.add_class("attnkit-patching-explorer")
+        accessibility.mark(self.widget, live=[self.message])
         self._serial = Serial(self._update)
         for box in (self.clean, self.corrupted, self.output):
             box.observe(lambda change: self._serial.request(), names="value")
         self._serial.request()
+
+    def _ipython_display_(self) -> None:  # the keyboard and screen-reader script, then the widget
+        accessibility.show(self.widget)
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
@@ -147,7 +154,7 @@ class PatchingExplorer:
             result = patch_heads(self.adder, self.clean.value, self.corrupted.value)
         except Exception as e:  # a malformed problem, an operand too long: said in the widget
             self.message.value = error_html(e)
-            hide_image(self.image)
+            hide_image(self.image, self.words)
             return
         if stale():
             return
@@ -170,4 +177,4 @@ class PatchingExplorer:
         fig = plot_head_patching(
             effects, result.labels, title=f"patching {self.clean.value} into {self.corrupted.value}: effect on {what}"
         )
-        show_image(self.image, png_bytes(fig, DISPLAY_DPI))
+        show_image(self.image, png_bytes(fig, DISPLAY_DPI), self.words, text_alternative(fig))

@@ -15,10 +15,12 @@ import torch
 from ..core.positional import ENCODINGS, sinusoidal_table
 from ..core.runtime import model_device
 from ..sortedness import NEGATIVES, TRAIN_LENGTHS, SortednessClassifier, labelled_set, validate
+from . import accessibility
+from .alt_text import text_alternative
 from .colour import PALETTE
 from .figure_policy import SMALLEST_PT as SMALL
 from .plotting import heatmap_grid, png_bytes
-from .widget_tools import Serial, hide_image, show_image
+from .widget_tools import Serial, figure_words, hide_image, show_image
 
 COLORS: dict[str, str] = dict(zip(ENCODINGS, PALETTE))  # apart under colour-vision deficiency (colour.py)
 MARKERS: dict[str, str] = dict(zip(ENCODINGS, "osD^vP"))
@@ -316,6 +318,7 @@ class SortednessExplorer:
         )
         self.message = W.HTML()
         self.image = W.Image(format="png", layout=W.Layout(max_width="100%", height="auto"))
+        self.words = figure_words()
         self._serial = Serial(self._update_now)
         self._quiet = False
         self.encoding.observe(self.update, names="value")
@@ -323,10 +326,15 @@ class SortednessExplorer:
         for w in (self.length, self.kind, self.seed):
             w.observe(self._on_sample_control, names="value")
         self.widget = W.VBox(
-            [W.HBox([self.encoding, self.seed]), self.length, self.kind, self.custom, self.message, self.image]
+            [W.HBox([self.encoding, self.seed]), self.length, self.kind, self.custom]
+            + [self.message, self.image, self.words]
         )
         self.widget.add_class("attnkit-sortedness-explorer")
+        accessibility.mark(self.widget, live=[self.message])
         self.update()
+
+    def _ipython_display_(self) -> None:  # the keyboard and screen-reader script, then the widget
+        accessibility.show(self.widget)
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
@@ -383,13 +391,15 @@ class SortednessExplorer:
             where = int(np.argmax(scores))
             centre = descents[0] if descents else where
             lo = max(0, min(centre - self.WINDOW // 2 + 1, L - self.WINDOW))
-            png = png_bytes(plot_attention(model, seq, window=(lo, min(L, lo + self.WINDOW)), cache=cache, cell=0.22))
+            fig = plot_attention(model, seq, window=(lo, min(L, lo + self.WINDOW)), cache=cache, cell=0.22)
+            alt = text_alternative(fig)
+            png = png_bytes(fig)
         except ValueError as e:  # in the widget, never a traceback
             self.message.value = (
                 f"<b style='color:#b00020'>✗ {html.escape(str(e), quote=False)}</b> "
                 f"<i>(figure hidden until the sequence is fixed or cleared)</i>"
             )
-            hide_image(self.image)
+            hide_image(self.image, self.words)
             return
         if stale():
             return
@@ -402,4 +412,4 @@ class SortednessExplorer:
             f"(<b>{verdict}</b>). Strongest violation score at position {where}; "
             f"true descents at {shown or 'none'}."
         )
-        show_image(self.image, png)
+        show_image(self.image, png, self.words, alt)

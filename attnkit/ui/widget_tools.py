@@ -77,17 +77,32 @@ class Serial:
         return self._running
 
 
-def show_image(image, png: bytes) -> None:
+def figure_words():
+    """The widget under an explorer's figure that says it in words (alt_text.text_alternative):
+    folded, for anyone who wants it, and the image's alt text (the script of accessibility.py)."""
+    import ipywidgets as W
+
+    words = W.HTML()
+    words.add_class("attnkit-figure-words")
+    return words
+
+
+def show_image(image, png: bytes, words=None, alt: str = "") -> None:
     """Put PNG bytes in an Image widget at their own pixel size (no stretching: sharp text), and
-    make it visible again if an error hid it."""
+    make it visible again if an error hid it; `words` (figure_words) says `alt`, the figure in words."""
     import struct
 
     width, height = struct.unpack(">II", png[16:24])  # the PNG header's IHDR size
     image.value = png
     image.width, image.height = str(width), str(height)
     image.layout.display = ""
+    if words is not None:
+        words.value = f"<details><summary>the figure in words</summary><p>{html.escape(alt)}</p></details>"
+        words.layout.display = ""
 
 
-def hide_image(image) -> None:
+def hide_image(image, words=None) -> None:
     """After an error: the old figure would describe a state that is no longer shown."""
     image.layout.display = "none"
+    if words is not None:
+        words.layout.display = "none"
