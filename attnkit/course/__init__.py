@@ -1,4 +1,7 @@
-"""The course around the notebooks: the student edition (`editions`) and grading (`grading`)."""
+"""The course around the notebooks: its editions (`editions`, `hints` for an edition without hints;
+`repeats`: the student edition's cells that repeat the solved one's work), grading (`grading`, its
+Linux `grading_server`, a class's `gradebook` and `classes` of per-learner folders), and what goes
+back to learners and the LMS (`feedback`, `lms`)."""
 
 import sys
 
