@@ -342,6 +342,11 @@ def check_explorers(page) -> None:
     sortedness.scroll_into_view_if_needed()
     settle(page)
     sortedness.screenshot(path=ARTIFACTS / "browser_05_sortedness_explorer.png")
+    # Its controls and figure fit a 900 px high window: JupyterLab's bars take what the notebook lacks.
+    bars = page.viewport_size["height"] - page.locator(".jp-NotebookPanel-notebook").first.bounding_box()["height"]
+    tall = sortedness.bounding_box()["height"]
+    print(f"sortedness explorer: {tall:.0f} px high, JupyterLab's bars {bars:.0f} px")
+    assert tall + bars <= 900, f"the sortedness explorer ({tall:.0f} px) and JupyterLab's bars ({bars:.0f}) pass 900 px"
     font = ablation.evaluate(
         "e => Math.min(...Array.from(e.querySelectorAll('td, th, button, label'))"
         ".map(x => parseFloat(getComputedStyle(x).fontSize)))"

@@ -77,7 +77,8 @@ def test_patching_and_sortedness_explorer_figures(adder, one_thread):
     assert policy.problems(fig, DISPLAY_DPI) == []
     model = attnkit.load_pretrained("sortedness-alibi")
     seq = sample("hard", 64)
-    fig = plot_attention(model, seq, window=(0, SortednessExplorer.WINDOW), cell=0.22)
+    size = SortednessExplorer.CELL
+    fig = plot_attention(model, seq, window=(0, SortednessExplorer.WINDOW), cell=size, row=size)
     assert policy.problems(fig, DISPLAY_DPI, tight=False) == []
 
 

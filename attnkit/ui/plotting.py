@@ -196,11 +196,13 @@ def heatmap_grid(
     vmax: float = 1.0,
     note: str | None = None,
     cell: float | None = None,
+    row: float = 0.28,
 ) -> PanelFigure:
     """d2l's show_heatmaps: `patterns` (rows, cols, q_pos, k_pos), e.g. (layers, heads, q, k),
     drawn as a grid sharing one colour scale and the same token labels; masked/outline as in
     heatmap(), one (q_pos, k_pos) array applied to every panel. `cell`: a cell's width in
-    inches (default: room for a written weight when annotating, less otherwise)."""
+    inches (default: room for a written weight when annotating, less otherwise); `row`, a row's
+    height (room for a 9 pt token label and a gap)."""
     patterns = np.asarray(patterns, dtype=float)
     if patterns.ndim != 4:
         raise ValueError(f"patterns must be (rows, cols, q_pos, k_pos), got shape {patterns.shape}")
@@ -209,7 +211,7 @@ def heatmap_grid(
     # Sizes in inches: panels scale with the token counts, margins with the longest label. Kept
     # narrow enough that a 4-head grid fits JupyterLab's ~960 px output without being shrunk.
     cell = cell or (0.38 if annotate else 0.24)  # room for "0.23" at 9 pt and a gap
-    panel_w, panel_h, gap_w, gap_h = cell * len(k_tokens) + 0.12, 0.28 * len(q_tokens) + 0.12, 0.2, 0.5
+    panel_w, panel_h, gap_w, gap_h = cell * len(k_tokens) + 0.12, row * len(q_tokens) + 0.12, 0.2, 0.5
     left = 0.45 + 0.095 * max(len(str(t)) for t in q_tokens)
     right, top, bottom = 0.8, 0.75, 0.75
     width = left + n_cols * panel_w + (n_cols - 1) * gap_w + right

@@ -230,6 +230,7 @@ def plot_attention(
     window: tuple[int, int] | None = None,
     cache: dict | None = None,
     cell: float | None = None,
+    row: float = 0.28,
 ) -> plt.Figure:
     """Every head's pattern for one sequence (plotting.heatmap_grid: layers down, heads across),
     the values as token labels, those of an out-of-order pair in red. `window` (start, stop)
@@ -249,6 +250,7 @@ def plot_attention(
         col_titles=[f"head {h}" for h in range(patterns.shape[1])],
         note="red: a value in an out-of-order neighbouring pair",
         cell=cell,
+        row=row,
     )
     # A head that looks outside the window leaves its panel blank: say so rather than show nothing.
     inside = patterns.sum(-1).mean(-1).reshape(-1)  # per panel: the mean weight a row keeps in the window
@@ -291,16 +293,23 @@ class SortednessExplorer:
 
     LENGTHS = (8, 12, 16, 24, 32, 48, 64, 128, 256)
     WINDOW = 8  # tokens shown: 2 layers × 4 heads of 8 × 8 fit JupyterLab's width at 10 px labels
+    CELL = 0.2  # inches a token, across and down: controls and figure fit a 900 px high window
 
     def __init__(self, models: dict[str, SortednessClassifier]):
         import ipywidgets as W
 
         self.models = models
         self.encoding = W.Dropdown(
-            options=list(models), description="encoding", value="alibi" if "alibi" in models else list(models)[0]
+            options=list(models),
+            description="encoding",
+            value="alibi" if "alibi" in models else list(models)[0],
+            layout=W.Layout(width="240px"),
         )
-        self.length = W.SelectionSlider(options=list(self.LENGTHS), value=16, description="length")
-        self.kind = W.ToggleButtons(options=["sorted", "hard", "shuffle"], value="hard", description="sample")
+        self.length = W.SelectionSlider(
+            options=list(self.LENGTHS), value=16, description="length", layout=W.Layout(width="360px")
+        )
+        # labelled by a widget of its own beside it (as its description it was drawn above the buttons)
+        self.kind = W.ToggleButtons(options=["sorted", "hard", "shuffle"], value="hard", style={"button_width": "80px"})
         self.seed = W.Text(  # the sample's random seed, not a model's (the notebook's seeds 0/1/2 train models)
             value="0",
             description="sample seed",
@@ -326,8 +335,14 @@ class SortednessExplorer:
         for w in (self.length, self.kind, self.seed):
             w.observe(self._on_sample_control, names="value")
         self.widget = W.VBox(
-            [W.HBox([self.encoding, self.seed]), self.length, self.kind, self.custom]
-            + [self.message, self.image, self.words]
+            [
+                W.HBox([self.encoding, self.length]),
+                W.HBox([W.Label("sample", layout=W.Layout(width="auto", margin="0 6px 0 24px")), self.kind, self.seed]),
+                self.custom,
+                self.message,
+                self.image,
+                self.words,
+            ]
         )
         self.widget.add_class("attnkit-sortedness-explorer")
         accessibility.mark(self.widget, live=[self.message])
@@ -391,7 +406,8 @@ class SortednessExplorer:
             where = int(np.argmax(scores))
             centre = descents[0] if descents else where
             lo = max(0, min(centre - self.WINDOW // 2 + 1, L - self.WINDOW))
-            fig = plot_attention(model, seq, window=(lo, min(L, lo + self.WINDOW)), cache=cache, cell=0.22)
+            window = (lo, min(L, lo + self.WINDOW))
+            fig = plot_attention(model, seq, window=window, cache=cache, cell=self.CELL, row=self.CELL)
             alt = text_alternative(fig)
             png = png_bytes(fig)
         except ValueError as e:  # in the widget, never a traceback
