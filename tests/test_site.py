@@ -7,10 +7,11 @@ Two ways this runs:
 - after `make site` (ATTNKIT_SITE=site): checks the full site just built, every page, and that
   every notebook has one.
 
-On every page: nothing asked of the network (Chromium offline, any http(s) request recorded), no
-script error, no traceback or "Loading widget" text; every output image decoded; every widget
-rendered from its saved state (icon fonts included), with the note that moving it needs the live notebook; math typeset
-by the bundled MathJax. Screenshots go to artifacts/site_*.png.
+On every page: nothing asked of the network (Chromium offline, any request but for a file:, data:,
+blob: or about: URL recorded), no script error, no traceback or "Loading widget" text; every output
+image decoded; every widget rendered from its saved state (icon fonts included), with the note that
+moving it needs the live notebook; math typeset by the bundled MathJax; no serious or critical
+violation of WCAG 2.1 A/AA that axe-core finds. Screenshots go to artifacts/site_*.png.
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ import shutil
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
 
-from helpers import CHROMIUM_ARGS, in_ci
+from helpers import AXE_TAGS, CHROMIUM_ARGS, axe_report, in_ci, run_axe
 
 pytestmark = pytest.mark.browser
 
@@ -35,6 +37,14 @@ SUBSET = ["03"]  # the in-suite build: figures, math and a widget on one page
 LIVE_NOTE = "moving them needs the live notebook"
 MATHJAX_TEX_FONTS = "/_static/mathjax/fonts/HTML-CSS/TeX/"
 WIDGET_VIEW = "script[type='application/vnd.jupyter.widget-view+json']"
+LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")  # none of them leaves the machine
+# Issue 40's other half, the lead's: the explorers' own sliders, toggles and pictures get their names and
+# text alternatives from attnkit/ui/accessibility.py. Until that is on main, an axe-core violation inside
+# one of these elements is reported (a warning), not failed on. Once it is: delete EXPLORERS_PENDING and
+# the two lines marked "explorers pending" in assert_accessible.
+EXPLORERS_PENDING = (
+    ".attnkit-explorer, .attnkit-ablation-explorer, .attnkit-sortedness-explorer, .attnkit-patching-explorer"
+)
 
 
 @pytest.fixture(scope="module")
@@ -44,9 +54,9 @@ def site(chromium, tmp_path_factory) -> Path:
         path = (ROOT / built).resolve()
         assert (path / "index.html").is_file(), f"{path}: no site there (run `make site`)"
         return path
-    cached = len(list((ROOT / "build" / "site-vendor").glob("*.tgz"))) >= 2
+    cached = len(list((ROOT / "build" / "site-vendor").glob("*.tgz"))) >= 3  # axe-core too
     if not cached and shutil.which("npm") is None:  # the widget renderer is fetched once with npm
-        message = "npm not found: the site build fetches two JavaScript packages with it once"
+        message = "npm not found: the site build and its test fetch three JavaScript packages with it once"
         if in_ci():
             pytest.fail(message + " — CI must run the site test")
         pytest.skip(message)
@@ -85,7 +95,7 @@ def open_offline(browser, path: Path):
     context = browser.new_context(offline=True, viewport={"width": 1300, "height": 1000})
     page = context.new_page()
     outside, errors = [], []
-    page.on("request", lambda r: outside.append(r.url) if r.url.startswith(("http:", "https:")) else None)
+    page.on("request", lambda r: outside.append(r.url) if not r.url.startswith(LOCAL_SCHEMES) else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     # A file the page needs that the site lacks (a font, a MathJax piece) is an error too, except
     # MathJax's look for its TeX fonts: the bundled build (the classic notebook's) carries STIX-Web
@@ -99,6 +109,34 @@ def open_offline(browser, path: Path):
     page.goto(path.as_uri())
     page.wait_for_load_state("load")
     return page, outside, errors
+
+
+def split_inside(page, violations: list[dict], selector: str) -> tuple[list[dict], list[dict]]:
+    """(the violations outside the elements `selector` picks, those inside), element by element."""
+    inside = page.evaluate(
+        "([vs, sel]) => vs.map(v => v.targets.map(t => !!document.querySelector(t)?.closest(sel)))",
+        [violations, selector],
+    )
+    outside_, inside_ = [], []
+    for violation, flags in zip(violations, inside):
+        for found, keep in ((outside_, False), (inside_, True)):
+            targets = [t for t, flag in zip(violation["targets"], flags) if flag is keep]
+            if targets:
+                found.append({**violation, "targets": targets})
+    return outside_, inside_
+
+
+def assert_accessible(page, name: str) -> dict[str, int]:
+    """axe-core's WCAG 2.0/2.1 A and AA rules on the page as rendered: no serious or critical violation.
+    Returns {rule: elements} of the violations set apart inside the explorers."""
+    violations = run_axe(page)
+    violations, pending = split_inside(page, violations, EXPLORERS_PENDING)  # explorers pending
+    assert not violations, f"{name}: serious or critical violations of {AXE_TAGS} (axe-core):\n{axe_report(violations)}"
+    if pending:  # explorers pending
+        warnings.warn(
+            f"{name}, inside the explorers (attnkit/ui/accessibility.py):\n{axe_report(pending)}", stacklevel=2
+        )
+    return {v["id"]: len(v["targets"]) for v in pending}
 
 
 def test_every_notebook_has_a_page(site):
@@ -123,6 +161,7 @@ def test_index_links_and_pictures(site, browser):
         assert all(width > 0 for _, width in sizes), f"pictures that did not load: {sizes}"
         assert LIVE_NOTE in page.inner_text("body")
         page.screenshot(path=ARTIFACTS / "site_index.png", full_page=True)
+        assert_accessible(page, "index.html")
         assert not outside, f"the index asked the network for {outside}"
         assert not errors, errors
     finally:
@@ -184,6 +223,7 @@ def test_notebook_pages(site, browser):
         page, outside, errors = open_offline(browser, path)
         try:
             report[path.stem] = check_notebook_page(page, path.stem)
+            report[path.stem]["left to the explorers"] = assert_accessible(page, path.name)
             page.screenshot(path=ARTIFACTS / f"site_{path.stem}.png")
             explorer = page.locator(".attnkit-explorer")
             if explorer.count():
