@@ -55,10 +55,24 @@ STATIC = "_static"
 MATHJAX_URL = f"{STATIC}/mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"
 REQUIRE_URL = f"{STATIC}/require.js"
 WIDGETS_URL = "@jupyter-widgets/html-manager/dist/embed-amd.js"  # where its bundle expects itself
-# The bundled MathJax carries the STIX-Web fonts only (as the classic notebook did): say so before
-# MathJax.js loads, or it asks for TeX fonts that are not there.
-MATHJAX_FONTS = """<script>window.MathJax = {"HTML-CSS": {availableFonts: [], preferredFont: null,
-  webFont: "STIX-Web", imageFont: null}};</script>"""
+# MathJax's configuration, set before MathJax.js loads. The bundled MathJax carries the STIX-Web fonts only
+# (as the classic notebook did): say so, or it asks for TeX fonts that are not there. Its accessibility
+# explorer is on (menuSettings.explorer; the menu's Accessibility item turns it off): every formula is
+# labelled with its speech text (role="application"), and Enter on a focused formula explores it with
+# the arrow keys, each step spoken through a live region. Its speech engine (SRE) fetches the English
+# names of symbols with an XMLHttpRequest, which a page opened from file:// may not make: there the
+# page adds them from a script instead (SPEECH_MAPS), before the explorer starts.
+SPEECH_MAPS = "extensions/a11y/mathmaps/en.script.js"  # under _static/mathjax/, written by copy_assets
+MATHJAX_CONFIG = f"""<script>window.MathJax = {{
+  "HTML-CSS": {{availableFonts: [], preferredFont: null, webFont: "STIX-Web", imageFont: null}},
+  menuSettings: {{explorer: true}},
+  AuthorInit: function () {{
+    if (location.protocol !== "file:") return;
+    MathJax.Hub.Register.StartupHook("Sre Ready", function () {{
+      return MathJax.Ajax.Require("[MathJax]/{SPEECH_MAPS}");
+    }});
+  }}
+}};</script>"""
 # The code cells' highlighting: a style of `accessible-pygments` whose every colour passes WCAG AA contrast
 # (4.5:1) on its background; nbconvert's default (JupyterLab's editor colours) fails it for comments, numbers
 # and keywords such as `in`.
@@ -133,6 +147,10 @@ def copy_assets(out: Path) -> None:
 
     mathjax = Path(jupyter_server_mathjax.__file__).parent / "static"
     shutil.copytree(mathjax, static / "mathjax", ignore=shutil.ignore_patterns("localization"), dirs_exist_ok=True)
+    maps = (mathjax / SPEECH_MAPS).with_name("en.js").read_text()  # JSON: the English symbol names
+    (static / "mathjax" / SPEECH_MAPS).write_text(
+        f'sre.MathMap.getInstance().addMaps({maps});\nMathJax.Ajax.loadComplete("[MathJax]/{SPEECH_MAPS}");\n'
+    )
     install_widget_renderer(out)
     (static / "site.css").write_text(CSS)
     figures = sorted(DOCS.glob("*.png"))
@@ -236,7 +254,7 @@ def render(executed: str, stem: str, pages: list[str], commit: str) -> str:
 <aside class="attnkit-site-note">This page is <code>notebooks/{stem}.ipynb</code>, run top to bottom on the
 committed checkpoints (commit <code>{commit}</code>) with its outputs kept. {note}</aside>
 """
-    body, n_head = re.subn(r"(<head[^>]*>)", lambda m: m.group(1) + MATHJAX_FONTS, body, count=1)
+    body, n_head = re.subn(r"(<head[^>]*>)", lambda m: m.group(1) + MATHJAX_CONFIG, body, count=1)
     body = body.replace("</head>", f'<link rel="stylesheet" href="{STATIC}/site.css">\n</head>', 1)
     body, n_body = re.subn(r"(<body[^>]*>)", lambda m: m.group(1) + banner, body, count=1)
     assert n_head == n_body == 1, "nbconvert's page layout changed: no <head>/<body> to add the banner to"

@@ -10,12 +10,14 @@ Two ways this runs:
 On every page: nothing asked of the network (Chromium offline, any request but for a file:, data:,
 blob: or about: URL recorded), no script error, no traceback or "Loading widget" text; every output
 image decoded; every widget rendered from its saved state (icon fonts included), with the note that
-moving it needs the live notebook; math typeset by the bundled MathJax; no serious or critical
-violation of WCAG 2.1 A/AA that axe-core finds. Screenshots go to artifacts/site_*.png.
+moving it needs the live notebook; math typeset by the bundled MathJax, each formula labelled with
+its speech text and explorable by keyboard (MathJax's accessibility explorer); no serious or
+critical violation of WCAG 2.1 A/AA that axe-core finds. Screenshots go to artifacts/site_*.png.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -37,6 +39,9 @@ SUBSET = ["03"]  # the in-suite build: figures, math and a widget on one page
 LIVE_NOTE = "moving them needs the live notebook"
 MATHJAX_TEX_FONTS = "/_static/mathjax/fonts/HTML-CSS/TeX/"
 WIDGET_VIEW = "script[type='application/vnd.jupyter.widget-view+json']"
+# The explorer's speech engine asks for its symbol names with an XMLHttpRequest, which Chromium refuses
+# a file:// page; the page then adds them from a script (docs/build_site.py: SPEECH_MAPS).
+SPEECH_MAPS_XHR = "/_static/mathjax/extensions/a11y/mathmaps/en.js"
 LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")  # none of them leaves the machine
 # Issue 40's other half, the lead's: the explorers' own sliders, toggles and pictures get their names and
 # text alternatives from attnkit/ui/accessibility.py. Until that is on main, an axe-core violation inside
@@ -99,11 +104,14 @@ def open_offline(browser, path: Path):
     page.on("pageerror", lambda e: errors.append(str(e)))
     # A file the page needs that the site lacks (a font, a MathJax piece) is an error too, except
     # MathJax's look for its TeX fonts: the bundled build (the classic notebook's) carries STIX-Web
-    # only, and MathJax falls back to it (typesetting is checked below).
+    # only, and MathJax falls back to it (typesetting is checked below); and the speech engine's request
+    # for its symbol names, which a file:// page may not make (SPEECH_MAPS_XHR).
     page.on(
         "requestfailed",
         lambda r: (
-            errors.append(f"missing {r.url}") if r.url.startswith("file:") and MATHJAX_TEX_FONTS not in r.url else None
+            errors.append(f"missing {r.url}")
+            if r.url.startswith("file:") and MATHJAX_TEX_FONTS not in r.url and not r.url.endswith(SPEECH_MAPS_XHR)
+            else None
         ),
     )
     page.goto(path.as_uri())
@@ -137,6 +145,33 @@ def assert_accessible(page, name: str) -> dict[str, int]:
             f"{name}, inside the explorers (attnkit/ui/accessibility.py):\n{axe_report(pending)}", stacklevel=2
         )
     return {v["id"]: len(v["targets"]) for v in pending}
+
+
+def check_math_speech(page, stem: str) -> int:
+    """MathJax's accessibility explorer on every formula: labelled with its speech text in words (the symbol
+    names loaded: "equals", not "="), and Enter then an arrow key on a focused formula speaks a part of it in
+    the live region. Returns the number of formulas."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    labelled = "() => [...document.querySelectorAll('.MathJax')].every(m => m.getAttribute('haslabel'))"
+    with contextlib.suppress(PlaywrightTimeout):  # the assertions below say which formulas lack what
+        page.wait_for_function(labelled, timeout=30_000)
+    labels = page.locator(".MathJax").evaluate_all(
+        "ms => ms.map(m => [m.getAttribute('role'), m.getAttribute('aria-label') || ''])"
+    )
+    assert labels and all(role == "application" for role, _ in labels), f"{stem}: formulas not explorable: {labels[:5]}"
+    unspoken = [label for _, label in labels if not label.strip() or re.search(r"[^\x20-\x7e]|=", label)]
+    assert not unspoken, f"{stem}: formulas whose speech text is missing or keeps symbols: {unspoken[:5]}"
+    live = "() => [...document.querySelectorAll('[aria-live=assertive]')].map(e => e.textContent).join(' ')"
+    formula = page.locator(".MathJax").first
+    formula.focus()
+    page.keyboard.press("Enter")
+    page.wait_for_function(f"() => ({live})().trim().length > 0", timeout=10_000)
+    whole = page.evaluate(live)
+    page.keyboard.press("ArrowDown")
+    page.wait_for_function(f"whole => ({live})() !== whole", arg=whole, timeout=10_000)
+    page.keyboard.press("Escape")
+    return len(labels)
 
 
 def test_every_notebook_has_a_page(site):
@@ -203,6 +238,7 @@ def check_notebook_page(page, stem: str) -> dict:
     )
     assert errors.count() == 0, errors.first.inner_text()
     assert page.locator(".merror, .MathJax_Error").count() == 0, f"{stem}: MathJax could not typeset a formula"
+    formulas = check_math_speech(page, stem) if has_math else 0
     images = page.locator(".jp-OutputArea-output img").evaluate_all("imgs => imgs.map(i => i.naturalWidth)")
     assert images and all(images), f"{stem}: output images missing or not decoded: {images}"
     # every figure a cell drew says what it shows (attnkit.ui.alt_text), not nbconvert's placeholder
@@ -213,7 +249,7 @@ def check_notebook_page(page, stem: str) -> dict:
         assert LIVE_NOTE in text, f"{stem}: widgets without the note that moving them needs the live notebook"
         rendered = page.locator(".widget-subarea > .jupyter-widgets").count()
         assert rendered >= views, f"{stem}: {views} widget views, {rendered} rendered"
-    return {"figures": len(images), "widget views": views, "math": has_math}
+    return {"figures": len(images), "widget views": views, "formulas": formulas}
 
 
 def test_notebook_pages(site, browser):
