@@ -149,8 +149,8 @@ def assert_accessible(page, name: str) -> dict[str, int]:
 
 def check_math_speech(page, stem: str) -> int:
     """MathJax's accessibility explorer on every formula: labelled with its speech text in words (the symbol
-    names loaded: "equals", not "="), and Enter then an arrow key on a focused formula speaks a part of it in
-    the live region. Returns the number of formulas."""
+    names loaded: "equals", not "="), and on the longest, Enter then the down arrow speaks a part of it in the
+    live region. Returns the number of formulas."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     labelled = "() => [...document.querySelectorAll('.MathJax')].every(m => m.getAttribute('haslabel'))"
@@ -163,8 +163,10 @@ def check_math_speech(page, stem: str) -> int:
     unspoken = [label for _, label in labels if not label.strip() or re.search(r"[^\x20-\x7e]|=", label)]
     assert not unspoken, f"{stem}: formulas whose speech text is missing or keeps symbols: {unspoken[:5]}"
     live = "() => [...document.querySelectorAll('[aria-live=assertive]')].map(e => e.textContent).join(' ')"
-    formula = page.locator(".MathJax").first
-    formula.focus()
+    shown = page.locator(".MathJax").evaluate_all("ms => ms.map(m => m.checkVisibility())")  # not in a closed <details>
+    # the longest formula on show: one with parts to move down into
+    longest = max((i for i in range(len(labels)) if shown[i]), key=lambda i: len(labels[i][1]))
+    page.locator(".MathJax").nth(longest).focus()
     page.keyboard.press("Enter")
     page.wait_for_function(f"() => ({live})().trim().length > 0", timeout=10_000)
     whole = page.evaluate(live)
