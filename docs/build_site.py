@@ -46,14 +46,37 @@ NPM = {
     "requirejs@2.3.7": "sha512-DouTG8T1WanGok6Qjg2SXuCMzszOo0eHeH9hDZ5Y4x8Je+9JB38HdTLT4/VA8OaUhBa0JPVHJ0pyBkM1z+pDsw==",  # noqa: E501
     "@jupyter-widgets/html-manager@1.0.15": "sha512-5thBIV6ymNgmPVOHvzx+gGy8ZSKmSazhtGw4/c4xJDVzRhG9PTeQsRjF3FUTopvFi//SABeNz1yp47bCrJ3CQA==",  # noqa: E501
 }
+# axe-core, the accessibility rules the site test runs in each page (tests/helpers.py: axe_source); not on the site.
+AXE = (
+    "axe-core@4.14.1",
+    "sha512-FHfa+lmNjQZfJz1q8wKqIDwC6DExcHt/pkjNQb09a3NPjCKg2rhu5qb2S4r76ASyFNNtuFooJpZe37OgudVGtQ==",
+)
 STATIC = "_static"
 MATHJAX_URL = f"{STATIC}/mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"
 REQUIRE_URL = f"{STATIC}/require.js"
 WIDGETS_URL = "@jupyter-widgets/html-manager/dist/embed-amd.js"  # where its bundle expects itself
-# The bundled MathJax carries the STIX-Web fonts only (as the classic notebook did): say so before
-# MathJax.js loads, or it asks for TeX fonts that are not there.
-MATHJAX_FONTS = """<script>window.MathJax = {"HTML-CSS": {availableFonts: [], preferredFont: null,
-  webFont: "STIX-Web", imageFont: null}};</script>"""
+# MathJax's configuration, set before MathJax.js loads. The bundled MathJax carries the STIX-Web fonts only
+# (as the classic notebook did): say so, or it asks for TeX fonts that are not there. Its accessibility
+# explorer is on (menuSettings.explorer; the menu's Accessibility item turns it off): every formula is
+# labelled with its speech text (role="application"), and Enter on a focused formula explores it with
+# the arrow keys, each step spoken through a live region. Its speech engine (SRE) fetches the English
+# names of symbols with an XMLHttpRequest, which a page opened from file:// may not make: there the
+# page adds them from a script instead (SPEECH_MAPS), before the explorer starts.
+SPEECH_MAPS = "extensions/a11y/mathmaps/en.script.js"  # under _static/mathjax/, written by copy_assets
+MATHJAX_CONFIG = f"""<script>window.MathJax = {{
+  "HTML-CSS": {{availableFonts: [], preferredFont: null, webFont: "STIX-Web", imageFont: null}},
+  menuSettings: {{explorer: true}},
+  AuthorInit: function () {{
+    if (location.protocol !== "file:") return;
+    MathJax.Hub.Register.StartupHook("Sre Ready", function () {{
+      return MathJax.Ajax.Require("[MathJax]/{SPEECH_MAPS}");
+    }});
+  }}
+}};</script>"""
+# The code cells' highlighting: a style of `accessible-pygments` whose every colour passes WCAG AA contrast
+# (4.5:1) on its background; nbconvert's default (JupyterLab's editor colours) fails it for comments, numbers
+# and keywords such as `in`.
+CODE_STYLE = "a11y-high-contrast-light"
 LIVE_NOTE = "moving them needs the live notebook"  # tests/test_site.py looks for this phrase
 KERNEL = "attnkit-site"  # a kernelspec made here, so the kernels run this very Python
 
@@ -94,6 +117,15 @@ def extract(tarball: Path, members: dict[str, Path]) -> None:
                     target.write_bytes(tar.extractfile(info).read())
 
 
+def axe_script() -> Path:
+    """axe-core's browser bundle, axe.min.js, taken out of its pinned tarball once into build/site-vendor/."""
+    tarball = npm_tarball(*AXE)
+    script = VENDOR_CACHE / f"{tarball.stem}.min.js"
+    if not script.exists():
+        extract(tarball, {"axe.min.js": script})
+    return script
+
+
 def install_widget_renderer(root: Path) -> None:
     """require.js at REQUIRE_URL and the widget manager at WIDGETS_URL, both relative to `root`.
     The bundle looks for its icon fonts under @jupyter-widgets/ and @jupyter-widgets/html-manager/dist/
@@ -115,6 +147,10 @@ def copy_assets(out: Path) -> None:
 
     mathjax = Path(jupyter_server_mathjax.__file__).parent / "static"
     shutil.copytree(mathjax, static / "mathjax", ignore=shutil.ignore_patterns("localization"), dirs_exist_ok=True)
+    maps = (mathjax / SPEECH_MAPS).with_name("en.js").read_text()  # JSON: the English symbol names
+    (static / "mathjax" / SPEECH_MAPS).write_text(
+        f'sre.MathMap.getInstance().addMaps({maps});\nMathJax.Ajax.loadComplete("[MathJax]/{SPEECH_MAPS}");\n'
+    )
     install_widget_renderer(out)
     (static / "site.css").write_text(CSS)
     figures = sorted(DOCS.glob("*.png"))
@@ -191,10 +227,15 @@ def with_alt_text(body: str, nb) -> str:
 def render(executed: str, stem: str, pages: list[str], commit: str) -> str:
     import nbformat
     from nbconvert import HTMLExporter
+    from traitlets.config import Config
 
     nb = nbformat.reads(executed, as_version=4)
     exporter = HTMLExporter(
-        template_name="lab", mathjax_url=MATHJAX_URL, require_js_url=REQUIRE_URL, widget_renderer_url=WIDGETS_URL
+        template_name="lab",
+        mathjax_url=MATHJAX_URL,
+        require_js_url=REQUIRE_URL,
+        widget_renderer_url=WIDGETS_URL,
+        config=Config({"CSSHTMLHeaderPreprocessor": {"style": CODE_STYLE}}),
     )
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": stem}})
     body = with_alt_text(body, nb)
@@ -213,7 +254,7 @@ def render(executed: str, stem: str, pages: list[str], commit: str) -> str:
 <aside class="attnkit-site-note">This page is <code>notebooks/{stem}.ipynb</code>, run top to bottom on the
 committed checkpoints (commit <code>{commit}</code>) with its outputs kept. {note}</aside>
 """
-    body, n_head = re.subn(r"(<head[^>]*>)", lambda m: m.group(1) + MATHJAX_FONTS, body, count=1)
+    body, n_head = re.subn(r"(<head[^>]*>)", lambda m: m.group(1) + MATHJAX_CONFIG, body, count=1)
     body = body.replace("</head>", f'<link rel="stylesheet" href="{STATIC}/site.css">\n</head>', 1)
     body, n_body = re.subn(r"(<body[^>]*>)", lambda m: m.group(1) + banner, body, count=1)
     assert n_head == n_body == 1, "nbconvert's page layout changed: no <head>/<body> to add the banner to"
@@ -283,6 +324,9 @@ anything. Widgets show their saved state; {LIVE_NOTE}: clone the repository and 
 
 
 CSS = """
+/* A cell's In/Out prompt in JupyterLab's grey at full strength: at half opacity (an inactive cell's, and every
+   cell on a static page is inactive) it is #b0b0b0 on white, 2.2:1, below WCAG AA's 4.5:1. */
+:root { --jp-cell-prompt-not-active-opacity: 1; }
 .attnkit-site-nav { font: 14px system-ui, sans-serif; padding: 8px 16px; background: #f3f5f7;
   border-bottom: 1px solid #d0d7de; }
 .attnkit-site-nav a { margin-right: 1em; }

@@ -1,9 +1,11 @@
 """What several test modules import: reading an exercise checker's one line, the system's
-Chromium, and processes read from /proc. Fixtures live in conftest.py (pytest finds them by name);
-plain functions and constants live here, so no test imports conftest (the repository has two
-conftest.py files, and `import conftest` gets whichever of them pytest happened to load last)."""
+Chromium and axe-core's accessibility rules run in it, and processes read from /proc. Fixtures live
+in conftest.py (pytest finds them by name); plain functions and constants live here, so no test
+imports conftest (the repository has two conftest.py files, and `import conftest` gets whichever of
+them pytest happened to load last)."""
 
 import contextlib
+import functools
 import io
 import os
 import time
@@ -11,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 # headless as root, on a machine whose network is closed: no sandbox, no background connections
 CHROMIUM_ARGS = [
@@ -21,6 +24,56 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+
+
+# axe-core's WCAG 2.0 and 2.1 rules at levels A and AA (issue 40: the site and the explorers meet WCAG 2.1 AA)
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
+AXE_FAILING = ("serious", "critical")  # the impacts a test fails on; "minor" and "moderate" are reported only
+
+
+@functools.cache
+def axe_source() -> str:
+    """axe-core's browser script (docs/build_site.py fetches its pinned tarball with npm once, into build/),
+    to inject into a page: page.add_script_tag(content=axe_source()), then run_axe(page)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_site", ROOT / "docs" / "build_site.py")
+    assert spec and spec.loader
+    build_site = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build_site)
+    return build_site.axe_script().read_text()
+
+
+def run_axe(page, context: str | None = None) -> list[dict]:
+    """axe-core's WCAG 2.0/2.1 A and AA rules on `page` (or on the elements the selector `context`
+    picks), injected if the page lacks it. The serious and critical violations: each {"id", "impact",
+    "help", "targets": a CSS selector per failing element}."""
+    if not page.evaluate("() => typeof window.axe === 'object'"):
+        page.add_script_tag(content=axe_source())
+    return page.evaluate(
+        """async ([context, tags, failing]) => {
+            // preload fetches the stylesheets again, which a file:// page may not (its orientation rule then
+            // reads the styles in the document only)
+            const result = await axe.run(context ? {include: [context]} : document, {
+                runOnly: {type: "tag", values: tags},
+                resultTypes: ["violations"],
+                preload: location.protocol !== "file:",
+            });
+            return result.violations.filter(v => failing.includes(v.impact)).map(v => ({
+                id: v.id, impact: v.impact, help: v.help,
+                targets: v.nodes.map(n => n.target.flat().join(" >>> ")),
+            }));
+        }""",
+        [context, AXE_TAGS, list(AXE_FAILING)],
+    )
+
+
+def axe_report(violations: list[dict]) -> str:
+    """One line per rule: its id, impact, how many elements fail it, and the first few of them."""
+    return "\n".join(
+        f"  {v['id']} ({v['impact']}) x{len(v['targets'])}: {v['help']}; e.g. {', '.join(v['targets'][:3])}"
+        for v in violations
+    )
 
 
 def in_ci() -> bool:

@@ -7,25 +7,29 @@ Two ways this runs:
 - after `make site` (ATTNKIT_SITE=site): checks the full site just built, every page, and that
   every notebook has one.
 
-On every page: nothing asked of the network (Chromium offline, any http(s) request recorded), no
-script error, no traceback or "Loading widget" text; every output image decoded; every widget
-rendered from its saved state (icon fonts included), with the note that moving it needs the live notebook; math typeset
-by the bundled MathJax. Screenshots go to artifacts/site_*.png.
+On every page: nothing asked of the network (Chromium offline, any request but for a file:, data:,
+blob: or about: URL recorded), no script error, no traceback or "Loading widget" text; every output
+image decoded; every widget rendered from its saved state (icon fonts included), with the note that
+moving it needs the live notebook; math typeset by the bundled MathJax, each formula labelled with
+its speech text and explorable by keyboard (MathJax's accessibility explorer); no serious or
+critical violation of WCAG 2.1 A/AA that axe-core finds. Screenshots go to artifacts/site_*.png.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
 
-from helpers import CHROMIUM_ARGS, in_ci
+from helpers import AXE_TAGS, CHROMIUM_ARGS, axe_report, in_ci, run_axe
 
 pytestmark = pytest.mark.browser
 
@@ -35,6 +39,17 @@ SUBSET = ["03"]  # the in-suite build: figures, math and a widget on one page
 LIVE_NOTE = "moving them needs the live notebook"
 MATHJAX_TEX_FONTS = "/_static/mathjax/fonts/HTML-CSS/TeX/"
 WIDGET_VIEW = "script[type='application/vnd.jupyter.widget-view+json']"
+# The explorer's speech engine asks for its symbol names with an XMLHttpRequest, which Chromium refuses
+# a file:// page; the page then adds them from a script (docs/build_site.py: SPEECH_MAPS).
+SPEECH_MAPS_XHR = "/_static/mathjax/extensions/a11y/mathmaps/en.js"
+LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")  # none of them leaves the machine
+# Issue 40's other half, the lead's: the explorers' own sliders, toggles and pictures get their names and
+# text alternatives from attnkit/ui/accessibility.py. Until that is on main, an axe-core violation inside
+# one of these elements is reported (a warning), not failed on. Once it is: delete EXPLORERS_PENDING and
+# the two lines marked "explorers pending" in assert_accessible.
+EXPLORERS_PENDING = (
+    ".attnkit-explorer, .attnkit-ablation-explorer, .attnkit-sortedness-explorer, .attnkit-patching-explorer"
+)
 
 
 @pytest.fixture(scope="module")
@@ -44,9 +59,9 @@ def site(chromium, tmp_path_factory) -> Path:
         path = (ROOT / built).resolve()
         assert (path / "index.html").is_file(), f"{path}: no site there (run `make site`)"
         return path
-    cached = len(list((ROOT / "build" / "site-vendor").glob("*.tgz"))) >= 2
+    cached = len(list((ROOT / "build" / "site-vendor").glob("*.tgz"))) >= 3  # axe-core too
     if not cached and shutil.which("npm") is None:  # the widget renderer is fetched once with npm
-        message = "npm not found: the site build fetches two JavaScript packages with it once"
+        message = "npm not found: the site build and its test fetch three JavaScript packages with it once"
         if in_ci():
             pytest.fail(message + " — CI must run the site test")
         pytest.skip(message)
@@ -85,20 +100,80 @@ def open_offline(browser, path: Path):
     context = browser.new_context(offline=True, viewport={"width": 1300, "height": 1000})
     page = context.new_page()
     outside, errors = [], []
-    page.on("request", lambda r: outside.append(r.url) if r.url.startswith(("http:", "https:")) else None)
+    page.on("request", lambda r: outside.append(r.url) if not r.url.startswith(LOCAL_SCHEMES) else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     # A file the page needs that the site lacks (a font, a MathJax piece) is an error too, except
     # MathJax's look for its TeX fonts: the bundled build (the classic notebook's) carries STIX-Web
-    # only, and MathJax falls back to it (typesetting is checked below).
+    # only, and MathJax falls back to it (typesetting is checked below); and the speech engine's request
+    # for its symbol names, which a file:// page may not make (SPEECH_MAPS_XHR).
     page.on(
         "requestfailed",
         lambda r: (
-            errors.append(f"missing {r.url}") if r.url.startswith("file:") and MATHJAX_TEX_FONTS not in r.url else None
+            errors.append(f"missing {r.url}")
+            if r.url.startswith("file:") and MATHJAX_TEX_FONTS not in r.url and not r.url.endswith(SPEECH_MAPS_XHR)
+            else None
         ),
     )
     page.goto(path.as_uri())
     page.wait_for_load_state("load")
     return page, outside, errors
+
+
+def split_inside(page, violations: list[dict], selector: str) -> tuple[list[dict], list[dict]]:
+    """(the violations outside the elements `selector` picks, those inside), element by element."""
+    inside = page.evaluate(
+        "([vs, sel]) => vs.map(v => v.targets.map(t => !!document.querySelector(t)?.closest(sel)))",
+        [violations, selector],
+    )
+    outside_, inside_ = [], []
+    for violation, flags in zip(violations, inside):
+        for found, keep in ((outside_, False), (inside_, True)):
+            targets = [t for t, flag in zip(violation["targets"], flags) if flag is keep]
+            if targets:
+                found.append({**violation, "targets": targets})
+    return outside_, inside_
+
+
+def assert_accessible(page, name: str) -> dict[str, int]:
+    """axe-core's WCAG 2.0/2.1 A and AA rules on the page as rendered: no serious or critical violation.
+    Returns {rule: elements} of the violations set apart inside the explorers."""
+    violations = run_axe(page)
+    violations, pending = split_inside(page, violations, EXPLORERS_PENDING)  # explorers pending
+    assert not violations, f"{name}: serious or critical violations of {AXE_TAGS} (axe-core):\n{axe_report(violations)}"
+    if pending:  # explorers pending
+        warnings.warn(
+            f"{name}, inside the explorers (attnkit/ui/accessibility.py):\n{axe_report(pending)}", stacklevel=2
+        )
+    return {v["id"]: len(v["targets"]) for v in pending}
+
+
+def check_math_speech(page, stem: str) -> int:
+    """MathJax's accessibility explorer on every formula: labelled with its speech text in words (the symbol
+    names loaded: "equals", not "="), and on the longest, Enter then the down arrow speaks a part of it in the
+    live region. Returns the number of formulas."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    labelled = "() => [...document.querySelectorAll('.MathJax')].every(m => m.getAttribute('haslabel'))"
+    with contextlib.suppress(PlaywrightTimeout):  # the assertions below say which formulas lack what
+        page.wait_for_function(labelled, timeout=30_000)
+    labels = page.locator(".MathJax").evaluate_all(
+        "ms => ms.map(m => [m.getAttribute('role'), m.getAttribute('aria-label') || ''])"
+    )
+    assert labels and all(role == "application" for role, _ in labels), f"{stem}: formulas not explorable: {labels[:5]}"
+    unspoken = [label for _, label in labels if not label.strip() or re.search(r"[^\x20-\x7e]|=", label)]
+    assert not unspoken, f"{stem}: formulas whose speech text is missing or keeps symbols: {unspoken[:5]}"
+    live = "() => [...document.querySelectorAll('[aria-live=assertive]')].map(e => e.textContent).join(' ')"
+    shown = page.locator(".MathJax").evaluate_all("ms => ms.map(m => m.checkVisibility())")  # not in a closed <details>
+    # the longest formula on show: one with parts to move down into
+    longest = max((i for i in range(len(labels)) if shown[i]), key=lambda i: len(labels[i][1]))
+    page.locator(".MathJax").nth(longest).focus()
+    page.keyboard.press("Enter")
+    page.wait_for_function(f"() => ({live})().trim().length > 0", timeout=10_000)
+    whole = page.evaluate(live)
+    page.keyboard.press("ArrowDown")
+    page.wait_for_function(f"whole => ({live})() !== whole", arg=whole, timeout=10_000)
+    page.keyboard.press("Escape")
+    return len(labels)
 
 
 def test_every_notebook_has_a_page(site):
@@ -123,6 +198,7 @@ def test_index_links_and_pictures(site, browser):
         assert all(width > 0 for _, width in sizes), f"pictures that did not load: {sizes}"
         assert LIVE_NOTE in page.inner_text("body")
         page.screenshot(path=ARTIFACTS / "site_index.png", full_page=True)
+        assert_accessible(page, "index.html")
         assert not outside, f"the index asked the network for {outside}"
         assert not errors, errors
     finally:
@@ -164,6 +240,7 @@ def check_notebook_page(page, stem: str) -> dict:
     )
     assert errors.count() == 0, errors.first.inner_text()
     assert page.locator(".merror, .MathJax_Error").count() == 0, f"{stem}: MathJax could not typeset a formula"
+    formulas = check_math_speech(page, stem) if has_math else 0
     images = page.locator(".jp-OutputArea-output img").evaluate_all("imgs => imgs.map(i => i.naturalWidth)")
     assert images and all(images), f"{stem}: output images missing or not decoded: {images}"
     # every figure a cell drew says what it shows (attnkit.ui.alt_text), not nbconvert's placeholder
@@ -174,7 +251,7 @@ def check_notebook_page(page, stem: str) -> dict:
         assert LIVE_NOTE in text, f"{stem}: widgets without the note that moving them needs the live notebook"
         rendered = page.locator(".widget-subarea > .jupyter-widgets").count()
         assert rendered >= views, f"{stem}: {views} widget views, {rendered} rendered"
-    return {"figures": len(images), "widget views": views, "math": has_math}
+    return {"figures": len(images), "widget views": views, "formulas": formulas}
 
 
 def test_notebook_pages(site, browser):
@@ -184,6 +261,7 @@ def test_notebook_pages(site, browser):
         page, outside, errors = open_offline(browser, path)
         try:
             report[path.stem] = check_notebook_page(page, path.stem)
+            report[path.stem]["left to the explorers"] = assert_accessible(page, path.name)
             page.screenshot(path=ARTIFACTS / f"site_{path.stem}.png")
             explorer = page.locator(".attnkit-explorer")
             if explorer.count():
