@@ -24,7 +24,6 @@ import shutil
 import subprocess
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import pytest
@@ -43,13 +42,6 @@ WIDGET_VIEW = "script[type='application/vnd.jupyter.widget-view+json']"
 # a file:// page; the page then adds them from a script (docs/build_site.py: SPEECH_MAPS).
 SPEECH_MAPS_XHR = "/_static/mathjax/extensions/a11y/mathmaps/en.js"
 LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")  # none of them leaves the machine
-# Issue 40's other half, the lead's: the explorers' own sliders, toggles and pictures get their names and
-# text alternatives from attnkit/ui/accessibility.py. Until that is on main, an axe-core violation inside
-# one of these elements is reported (a warning), not failed on. Once it is: delete EXPLORERS_PENDING and
-# the two lines marked "explorers pending" in assert_accessible.
-EXPLORERS_PENDING = (
-    ".attnkit-explorer, .attnkit-ablation-explorer, .attnkit-sortedness-explorer, .attnkit-patching-explorer"
-)
 
 
 @pytest.fixture(scope="module")
@@ -119,32 +111,11 @@ def open_offline(browser, path: Path):
     return page, outside, errors
 
 
-def split_inside(page, violations: list[dict], selector: str) -> tuple[list[dict], list[dict]]:
-    """(the violations outside the elements `selector` picks, those inside), element by element."""
-    inside = page.evaluate(
-        "([vs, sel]) => vs.map(v => v.targets.map(t => !!document.querySelector(t)?.closest(sel)))",
-        [violations, selector],
-    )
-    outside_, inside_ = [], []
-    for violation, flags in zip(violations, inside):
-        for found, keep in ((outside_, False), (inside_, True)):
-            targets = [t for t, flag in zip(violation["targets"], flags) if flag is keep]
-            if targets:
-                found.append({**violation, "targets": targets})
-    return outside_, inside_
-
-
-def assert_accessible(page, name: str) -> dict[str, int]:
-    """axe-core's WCAG 2.0/2.1 A and AA rules on the page as rendered: no serious or critical violation.
-    Returns {rule: elements} of the violations set apart inside the explorers."""
+def assert_accessible(page, name: str) -> None:
+    """axe-core's WCAG 2.0/2.1 A and AA rules on the page as rendered, explorers included: no serious or
+    critical violation."""
     violations = run_axe(page)
-    violations, pending = split_inside(page, violations, EXPLORERS_PENDING)  # explorers pending
     assert not violations, f"{name}: serious or critical violations of {AXE_TAGS} (axe-core):\n{axe_report(violations)}"
-    if pending:  # explorers pending
-        warnings.warn(
-            f"{name}, inside the explorers (attnkit/ui/accessibility.py):\n{axe_report(pending)}", stacklevel=2
-        )
-    return {v["id"]: len(v["targets"]) for v in pending}
 
 
 def check_math_speech(page, stem: str) -> int:
@@ -261,7 +232,7 @@ def test_notebook_pages(site, browser):
         page, outside, errors = open_offline(browser, path)
         try:
             report[path.stem] = check_notebook_page(page, path.stem)
-            report[path.stem]["left to the explorers"] = assert_accessible(page, path.name)
+            assert_accessible(page, path.name)
             page.screenshot(path=ARTIFACTS / f"site_{path.stem}.png")
             explorer = page.locator(".attnkit-explorer")
             if explorer.count():
