@@ -39,19 +39,21 @@ _LAZY = {
 
 def _describe_figures() -> None:
     """In IPython, a matplotlib figure's text/plain is its description (attnkit.ui.alt_text): the
-    words a screen reader or the course site can use. Nothing is imported for it now."""
+    words a screen reader or the course site can use. Nothing is imported for it now. Registered
+    with the mime-bundle formatter: the inline backend, once a notebook draws its first figure, takes
+    every Figure printer off the per-type formatters (IPython's select_figure_formats), not this one."""
     import sys
 
     shell = sys.modules["IPython"].get_ipython() if "IPython" in sys.modules else None
     if shell is None or not hasattr(shell, "display_formatter"):
         return
 
-    def text(fig, p, cycle) -> None:
+    def bundle(fig) -> dict:
         from .ui.alt_text import text_alternative
 
-        p.text(text_alternative(fig) or repr(fig))
+        return {"text/plain": text_alternative(fig) or repr(fig)}
 
-    shell.display_formatter.formatters["text/plain"].for_type_by_name("matplotlib.figure", "Figure", text)
+    shell.display_formatter.mimebundle_formatter.for_type_by_name("matplotlib.figure", "Figure", bundle)
 
 
 _describe_figures()

@@ -148,7 +148,14 @@ def test_in_ipython_a_figures_plain_text_is_its_description():
 
     import attnkit
 
+    from IPython.core.pylabtools import select_figure_formats
+
     shell = InteractiveShell.instance()
     attnkit._describe_figures()  # what `import attnkit` does in a kernel
     data, _ = shell.display_formatter.format(plain())
     assert data["text/plain"].startswith("Line chart: a title."), data
+    # what the inline backend does when a notebook draws its first figure: PNG on, every Figure printer
+    # taken off the per-type formatters (the description was lost there, on notebooks 02 and 05's pages)
+    select_figure_formats(shell, {"png"})
+    data, _ = shell.display_formatter.format(plain())
+    assert data["text/plain"].startswith("Line chart: a title.") and "image/png" in data, data
