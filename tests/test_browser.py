@@ -564,7 +564,21 @@ def check_keyboard_only(page) -> None:
     expect(message).to_contain_text("rope", timeout=30 * SECONDS)
     page.keyboard.press("ArrowUp")
     expect(message).to_contain_text("alibi", timeout=30 * SECONDS)
-    print("keyboard only: the attention, ablation and sortedness explorers answer Tab, arrows, Space and Enter")
+
+    # The patching explorer: a new corrupted problem typed and entered, then an answer token picked.
+    patching = page.locator(".attnkit-patching-explorer").first
+    said = patching.locator(".attnkit-live").first
+    assert said.get_attribute("aria-live") == "polite"
+    patching.locator(".attnkit-patching-clean input").focus()
+    tab_to(patching, ".attnkit-patching-corrupted")
+    page.keyboard.press("Control+A")
+    page.keyboard.type("125+131")
+    page.keyboard.press("Enter")
+    expect(said).to_contain_text("the clean answer", timeout=30 * SECONDS)
+    page.keyboard.press("Tab")
+    page.keyboard.press("ArrowDown")
+    expect(said).to_contain_text("token 0", timeout=30 * SECONDS)
+    print("keyboard only: the four explorers answer Tab, arrows, Space and Enter")
 
 
 def check_axe(page) -> None:

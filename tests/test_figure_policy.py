@@ -145,10 +145,9 @@ def test_a_figure_says_in_words_what_it_shows():
 
 def test_in_ipython_a_figures_plain_text_is_its_description():
     from IPython.core.interactiveshell import InteractiveShell
+    from IPython.core.pylabtools import select_figure_formats
 
     import attnkit
-
-    from IPython.core.pylabtools import select_figure_formats
 
     shell = InteractiveShell.instance()
     attnkit._describe_figures()  # what `import attnkit` does in a kernel

@@ -130,6 +130,8 @@ class PatchingExplorer:
         self.words = figure_words()
         self.widget = W.VBox([W.HBox([self.clean, self.corrupted, self.output]), self.message, self.image, self.words])
         self.widget.add_class("attnkit-patching-explorer")
+        for widget, name in [(self.clean, "clean"), (self.corrupted, "corrupted"), (self.output, "output")]:
+            widget.add_class(f"attnkit-patching-{name}")
         accessibility.mark(self.widget, live=[self.message])
         self._serial = Serial(self._update)
         for box in (self.clean, self.corrupted, self.output):
