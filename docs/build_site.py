@@ -262,6 +262,80 @@ committed checkpoints (commit <code>{commit}</code>) with its outputs kept. {not
     return body
 
 
+# ---------------------------------------------------------------- the guides
+
+# The guides, rendered beside the notebooks: {Markdown file in the repository: page on the site}.
+GUIDES = {
+    "docs/learners.md": "learners",
+    "docs/instructors.md": "instructors",
+    "docs/grading.md": "grading",
+    "docs/hooks.md": "hooks",
+    "docs/RESULTS.md": "results",
+    "CONTRIBUTING.md": "contributing",
+    "CHANGELOG.md": "changelog",
+}
+
+
+def slug(text: str) -> str:
+    """GitHub's anchor for a heading (its text, tags and entities removed), so that the guides' links
+    to a section (`instructors.md#5-grade`) work on the site as on GitHub."""
+    plain = html.unescape(re.sub(r"<[^>]+>", "", text)).strip().lower()
+    return re.sub(r"[^\w\- ]", "", plain).replace(" ", "-")
+
+
+def site_link(target: str, guide: str, built: set[str]) -> str | None:
+    """Where a guide's link points on the site: another guide's page, a notebook's page, a picture;
+    None for a file the site does not carry (the link becomes its text)."""
+    if re.match(r"[a-z]+:", target) or target.startswith("#"):
+        return target
+    path, _, anchor = target.partition("#")
+    file = os.path.normpath(os.path.join(os.path.dirname(guide), path))
+    anchor = f"#{anchor}" if anchor else ""
+    if file == "README.md":
+        return "index.html" + anchor
+    if file in GUIDES:
+        return f"{GUIDES[file]}.html{anchor}"
+    stem = Path(file).stem
+    if file.startswith("notebooks/") and stem in built:
+        return f"{stem}.html"
+    if file.startswith("docs/") and file.endswith(".png"):
+        return f"{STATIC}/figures/{Path(file).name}"
+    return None
+
+
+def guide_page(guide: str, built: set[str], commit: str) -> str:
+    """One guide as a page of the site: its headings carry GitHub's anchors, its links point at pages."""
+    import mistune
+
+    class Renderer(mistune.HTMLRenderer):
+        def heading(self, text: str, level: int, **attrs) -> str:
+            return f'<h{level} id="{slug(text)}">{text}</h{level}>\n'
+
+        def link(self, text: str, url: str, title=None) -> str:
+            target = site_link(url, guide, built)
+            return text if target is None else f'<a href="{html.escape(target)}">{text}</a>'
+
+        def image(self, text: str, url: str, title=None) -> str:
+            target = site_link(url, guide, built)
+            return f'<img src="{html.escape(target or url)}" alt="{html.escape(text)}">'
+
+    source = (ROOT / guide).read_text(encoding="utf-8")
+    body = mistune.create_markdown(renderer=Renderer(escape=False), plugins=["table"])(source)
+    title = next((line[2:].strip() for line in source.splitlines() if line.startswith("# ")), guide)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)} · attnkit</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="stylesheet" href="{STATIC}/site.css"></head>
+<body class="attnkit-index">
+<nav class="attnkit-site-nav"><a href="index.html">attnkit course</a></nav>
+<main>
+{body}
+</main>
+<aside class="attnkit-site-note">This page is <code>{guide}</code> at commit <code>{commit}</code>.</aside>
+</body></html>
+"""
+
+
 # ---------------------------------------------------------------- the index page
 
 
@@ -301,6 +375,11 @@ def index_page(built: list[str], titles: dict[str, str], commit: str, timings: d
         f'<span class="attnkit-time">(ran in {timings[stem]:.0f} s)</span></li>'
         for stem in built
     )
+    guides = "\n".join(
+        f'<li><a href="{page}.html">{page}</a> — <code>{guide}</code></li>'
+        for guide, page in GUIDES.items()
+        if (ROOT / guide).exists()
+    )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>attnkit — transformer attention, built and taken apart</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -315,6 +394,8 @@ at a time, and test how positional encodings extrapolate. Everything runs on a l
 anything. Widgets show their saved state; {LIVE_NOTE}: clone the repository and run <code>make lab</code>.</p>
 <h2>The notebooks</h2>
 <ul class="attnkit-pages">{pages}</ul>
+<h2>Guides</h2>
+<ul class="attnkit-pages">{guides}</ul>
 <h2>Tour</h2>
 {tour_html(set(built))}
 <h2>What you will see</h2>
@@ -381,6 +462,9 @@ def build(out: Path, only: list[str] | None, jobs: int) -> dict[str, float]:
     for stem, (executed, seconds) in results.items():
         (out / f"{stem}.html").write_text(render(executed, stem, stems, commit))
         print(f"  {stem}: ran in {seconds:.1f} s", flush=True)
+    for guide, page in GUIDES.items():
+        if (ROOT / guide).exists():
+            (out / f"{page}.html").write_text(guide_page(guide, set(stems), commit))
     (out / "index.html").write_text(index_page(stems, titles, commit, timings))
     print(
         f"site: {len(stems)} notebooks -> {out}/index.html in {time.monotonic() - start:.0f} s ({jobs} at a time)",

@@ -162,7 +162,7 @@ def test_index_links_and_pictures(site, browser):
         hrefs = page.eval_on_selector_all("a[href]", "links => links.map(a => a.getAttribute('href'))")
         local = [h for h in hrefs if not re.match(r"[a-z]+:", h)]
         assert {f"{p.name}" for p in notebook_pages(site)} <= set(local), "a notebook page is not linked"
-        missing = [h for h in local if not (site / h.split("#")[0]).is_file()]
+        missing = broken_links(site, site / "index.html", local)
         assert not missing, f"broken links on the index: {missing}"
         assert page.locator("table").count() >= 1, "no tour table"
         sizes = page.eval_on_selector_all("img", "imgs => imgs.map(i => [i.getAttribute('src'), i.naturalWidth])")
@@ -174,6 +174,51 @@ def test_index_links_and_pictures(site, browser):
         assert not errors, errors
     finally:
         page.context.close()
+
+
+# The guides' pages (docs/build_site.py GUIDES) and the file each is made from.
+GUIDE_PAGES = {
+    "learners": "docs/learners.md",
+    "instructors": "docs/instructors.md",
+    "grading": "docs/grading.md",
+    "hooks": "docs/hooks.md",
+    "results": "docs/RESULTS.md",
+    "contributing": "CONTRIBUTING.md",
+    "changelog": "CHANGELOG.md",
+}
+
+
+def broken_links(site: Path, page: Path, hrefs: list[str]) -> list[str]:
+    """The page's links to the site that lead nowhere: a missing file, or an anchor no element has."""
+    broken = []
+    for href in hrefs:
+        if re.match(r"[a-z]+:", href):
+            continue
+        path, _, anchor = href.partition("#")
+        target = site / path if path else page
+        if not target.is_file():
+            broken.append(href)
+        elif anchor and f'id="{anchor}"' not in target.read_text(encoding="utf-8"):
+            broken.append(href)
+    return broken
+
+
+def test_guide_pages(site, browser):
+    """Every guide is a page of the site, linked from the index; its links (to guides, sections,
+    notebooks, pictures) all resolve on the site; it passes axe-core and asks the network for nothing."""
+    index = (site / "index.html").read_text(encoding="utf-8")
+    for name, source in GUIDE_PAGES.items():
+        assert (ROOT / source).exists() and (site / f"{name}.html").is_file(), f"no page for {source}"
+        assert f'href="{name}.html"' in index, f"the index does not link {name}.html"
+        page, outside, errors = open_offline(browser, site / f"{name}.html")
+        try:
+            hrefs = page.eval_on_selector_all("a[href]", "links => links.map(a => a.getAttribute('href'))")
+            broken = broken_links(site, site / f"{name}.html", hrefs)
+            assert not broken, f"{name}.html: broken links {broken}"
+            assert_accessible(page, f"{name}.html")
+            assert not outside and not errors, (outside, errors)
+        finally:
+            page.context.close()
 
 
 def notebook_has_math(stem: str) -> bool:
