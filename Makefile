@@ -166,6 +166,22 @@ $(NBGRADER_VENV)/.installed:
 nbgrader-check: setup $(NBGRADER_VENV)/.installed
 	OMP_NUM_THREADS=1 $(PY) tests/nbgrader_check.py $(NBGRADER_VENV) 01 06
 
+# TransformerLens's hook idioms run by the same code on TransformerLens itself and on the adder
+# (tests/compat/transformer_lens_check.py): TransformerLens 3.9 in an environment of its own
+# (build/tl-venv, never the learner's install; torch and numpy at the lock's versions). Minutes the
+# first time (pip installs transformers, datasets, wandb...), seconds after. Not in `make test`.
+TL_VENV := build/tl-venv
+TL_VERSION := 3.9.0
+$(TL_VENV)/.installed:
+	$(PYTHON) -m venv $(TL_VENV)
+	$(TL_VENV)/bin/pip install --quiet $(PIP_ARGS) -c $(LOCK) $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) \
+		transformer-lens==$(TL_VERSION)
+	touch $@
+
+.PHONY: hooks-check
+hooks-check: $(TL_VENV)/.installed
+	OMP_NUM_THREADS=1 $(TL_VENV)/bin/python tests/compat/transformer_lens_check.py
+
 # The speed guard (benchmarks/speed_guard.py, about 35 s): the kit's hot paths as ratios against a
 # PyTorch-only baseline of the same run, failing when one is more than its margin above the
 # committed figure (benchmarks/speed_guard.json); then two planted slowdowns, which must fail it.
