@@ -197,6 +197,13 @@ speed-guard: setup
 bench: setup
 	@for script in benchmarks/bench_*.py benchmarks/check_gpu.py; do echo "== $$script"; $(PY) $$script || exit 1; done
 
+# Every benchmark on a tiny scale (--smoke, seconds each; CI runs it): a figure's command keeps working.
+.PHONY: bench-smoke
+bench-smoke: setup
+	@for script in benchmarks/bench_*.py; do echo "== $$script --smoke"; \
+		(cd benchmarks && OMP_NUM_THREADS=1 $(KEEP_FREED) ../$(PY) $$(basename $$script) --smoke) || exit 1; done
+	cd benchmarks && ../$(PY) check_gpu.py
+
 # The kit as an administrator installs it (tests/test_wheel.py): the sdist and wheel built, the wheel
 # installed into a fresh venv outside the repository with the lock; every model loaded, the
 # instructor's path (course, student, grade on per-learner folders) compared with the clone's,

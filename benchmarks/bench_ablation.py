@@ -60,7 +60,14 @@ def main() -> None:
         default=1,
         help="torch threads for both paths (default 1, as the studies use; 0: torch's own)",
     )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="seconds, on a tiny scale: it still runs (make bench-smoke)",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.repeats, args.mode = 1, "zero"
     keep_freed_memory()  # as the CLI does
     runtime.ANALYSIS_THREADS = args.threads or None  # both the plain loop and the fast path run under it
     if CHECKPOINT.exists():
@@ -69,6 +76,8 @@ def main() -> None:
         torch.manual_seed(0)
         adder = Adder(Seq2SeqTransformer(Seq2SeqConfig()))
     problems, what = problems_for(adder)
+    if args.smoke:
+        problems = interp.Problems(problems.src[:200], problems.tgt_in[:200], problems.gold[:200])
     configs = [[]] + [[h] for h in adder.heads]
     with runtime.analysis_threads():
         n_threads = torch.get_num_threads()

@@ -190,11 +190,16 @@ def quick(rounds: int = 5) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="evaluation speed only")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="seconds, on a tiny scale: it still runs (make bench-smoke)",
+    )
     args = parser.parse_args()
     torch.manual_seed(0)
     cfg = Seq2SeqConfig()
-    if args.quick:
-        return quick()
+    if args.quick or args.smoke:
+        return quick(rounds=1 if args.smoke else 5)
     print(f"torch threads: {torch.get_num_threads()}")
     ours, theirs = eval_speed(Seq2SeqTransformer(cfg).eval()), eval_speed(TorchTransformerAdder(cfg).eval())
     print(

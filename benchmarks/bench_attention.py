@@ -78,7 +78,14 @@ def main() -> None:
         default=None,
         help="torch threads (default: torch's own); 1 gives steadier numbers on a busy machine",
     )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="seconds, on a tiny scale: it still runs (make bench-smoke)",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.repeats = 2
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -88,7 +95,7 @@ def main() -> None:
     rows = [("sdpa", bench_sdpa, "F.scaled_dot_product_attention"), ("mha", bench_mha, "nn.MultiheadAttention")]
     for kind, bench, reference in rows:
         print(f"-- vs {reference}" + (" (padding mask, need_weights=False)" if kind == "mha" else ""))
-        for size in KIT_SIZES + LARGER:
+        for size in KIT_SIZES + ([] if args.smoke else LARGER):
             for causal in (False, True):
                 ours, theirs = bench(*size, causal, args.repeats)
                 batch, heads, n_pos, d_head = size

@@ -47,7 +47,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--moves", type=int, default=30, help="slider moves to time per view")
     parser.add_argument("--n", type=int, default=10_000, help="held-out problems the explorer loads")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="seconds, on a tiny scale: it still runs (make bench-smoke)",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.moves, args.n = 2, 200
 
     if CHECKPOINT.exists():
         adder, which = attnkit.load_pretrained("adder"), "data/adder.pt"

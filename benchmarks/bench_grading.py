@@ -36,9 +36,11 @@ from attnkit.course.gradebook import grade_class  # noqa: E402
 from attnkit.course.grading import NOTEBOOKS_DIR, course_notebooks  # noqa: E402
 
 
-def make_class(folder: Path, students: int) -> list[str]:
+def make_class(folder: Path, students: int, prefix: str = "") -> list[str]:
     paths = []
     for source in course_notebooks(NOTEBOOKS_DIR):
+        if not source.name.startswith(prefix):
+            continue
         nb = nbformat.read(source, as_version=4)
         editions = {"solution": nb, "student": student_notebook(nb)}
         for s in range(students):
@@ -67,14 +69,21 @@ def main() -> None:
     )
     parser.add_argument("--before", metavar="COMMIT", help="compare with the grader of this commit, in turns")
     parser.add_argument("--rounds", type=int, default=2, help="turns of --before")
+    parser.add_argument(
+        "--smoke", action="store_true", help="one student's notebook 01, to check that it still runs (make bench-smoke)"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.students, args.baseline_students = 1, 1
     folder = Path(tempfile.mkdtemp(prefix="attnkit-bench-grading-"))
     try:
-        paths = make_class(folder, args.students)
+        paths = make_class(folder, args.students, "01" if args.smoke else "")
         if args.before:
             sys.exit(compare(args.before, paths, folder, args.jobs, args.rounds))
         n = len(paths)
-        print(f"{args.students} students x 6 notebooks = {n} notebooks; {os.cpu_count()} CPUs visible")
+        print(
+            f"{args.students} students x {n // args.students} notebooks = {n} notebooks; {os.cpu_count()} CPUs visible"
+        )
         baseline = [p for p in paths if int(Path(p).name[7:10]) < args.baseline_students]
         os.environ["ATTNKIT_GRADING_SERVER"] = "0"
         spawned, rows_spawned = timed(baseline, folder / "spawned.csv", 1)

@@ -39,6 +39,11 @@ def compiled_copy(model):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--compile", action="store_true", help="also time torch.compile (slow to compile)")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="seconds, on a tiny scale: it still runs (make bench-smoke)",
+    )
     args = parser.parse_args()
     model = Adder.load(device="cpu").model
     a, b = load_test_set()
@@ -53,7 +58,7 @@ def main() -> None:
         print(f"torch.compile: {time.perf_counter() - t:.0f} s to compile and run once; same answers: {same}")
         variants["torch.compile"] = lambda: compiled.greedy(src)
     times = {name: [] for name in variants}
-    for _ in range(11):  # interleaved: this machine's speed drifts between runs
+    for _ in range(1 if args.smoke else 11):  # interleaved: this machine's speed drifts between runs
         for name, run in variants.items():
             t = time.perf_counter()
             run()

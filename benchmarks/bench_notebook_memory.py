@@ -107,7 +107,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("only", nargs="*", help="notebook numbers to run (default: all)")
     parser.add_argument("--cells", action="store_true", help="print each cell's memory growth")
+    parser.add_argument("--smoke", action="store_true", help="notebook 01 only (make bench-smoke)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.only = ["01"]
     with tempfile.TemporaryDirectory(prefix="attnkit-memory-") as tmp:
         folder = Path(tmp)
         paths = write_edition(notebooks_dir(), folder, "complete")[0]

@@ -9,6 +9,7 @@ does in the CLI and the experiment runner, core/allocator.py) against glibc's in
 hand it back to the OS.
 """
 
+import sys
 import time
 
 import torch
@@ -29,14 +30,14 @@ from attnkit.sortedness import (
 )
 
 
-def main(steps: int = 100) -> None:
+def main(steps: int = 100, repeats: int = 3, encodings=ENCODINGS) -> None:
     torch.set_num_threads(1)  # as run_experiment does on CPU
     start = time.perf_counter()
     data = DataConfig()
     train_set, val_set, tests = make_train_set(data), make_val_set(data), make_test_sets(data)
     print(f"data sets: {time.perf_counter() - start:.2f} s")
     per_model = {}
-    for enc in ENCODINGS:
+    for enc in encodings:
         cfg = SortednessConfig(encoding=enc)
         result = train_classifier(cfg, SortednessTrainConfig(steps=steps), train_set, device="cpu", progress=False)
         t = time.perf_counter()
@@ -55,9 +56,9 @@ def main(steps: int = 100) -> None:
     model = result.model
     eval_256(model)  # warm-up
     keep_freed_memory(True)  # as the CLI does (without it, this measured whatever glibc's own thresholds had become)
-    kept = min(eval_256(model) for _ in range(3))
+    kept = min(eval_256(model) for _ in range(repeats))
     keep_freed_memory(False)
-    returned = min(eval_256(model) for _ in range(3))
+    returned = min(eval_256(model) for _ in range(repeats))
     keep_freed_memory(True)
     print(
         f"evaluation at length 256 (750 rows): freed memory kept {kept:.2f} s, handed back to the OS "
@@ -66,4 +67,5 @@ def main(steps: int = 100) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # --smoke: a few seconds on a tiny scale, to check that it still runs (make bench-smoke)
+    main(steps=2, repeats=1, encodings=["alibi"]) if "--smoke" in sys.argv[1:] else main()

@@ -76,7 +76,14 @@ def main(argv=None) -> dict:
         "--default", type=int, default=DEFAULT, help=f"thread count standing for torch's default (here {DEFAULT})"
     )
     parser.add_argument("--eval-n", type=int, default=None, help="problems to evaluate (default: all 10,000)")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="seconds, on a tiny scale: it still runs (make bench-smoke)",
+    )
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.steps, args.repeats, args.load, args.eval_n = 2, 1, 1, 200
     if os.environ.get("OMP_NUM_THREADS"):
         print(
             f"note: OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} is set; {DEFAULT} threads (one per core) "
