@@ -104,9 +104,9 @@ lint: setup $(LINT_VENV)/.installed
 CPU_CAPABILITIES ?= default avx2 avx512
 FLOAT_UNIT_TESTS := tests/test_attention.py tests/test_hooks.py tests/test_model.py tests/test_patching.py \
 	tests/test_positional.py tests/test_sortedness.py tests/test_ablation.py tests/test_roles.py tests/test_adder.py \
-	tests/test_train.py tests/test_data.py tests/test_checks.py tests/test_adder_checks.py \
-	tests/test_heatmap_checks.py tests/test_ablation_checks.py tests/test_positional_checks.py \
-	tests/test_interp_checks.py tests/test_every_checker.py tests/test_edge_cases_checks.py \
+	tests/test_train.py tests/test_data.py tests/test_exercises_attention.py tests/test_exercises_adder.py \
+	tests/test_exercises_heatmaps.py tests/test_exercises_ablation.py tests/test_exercises_positional.py \
+	tests/test_exercises_patching.py tests/test_every_checker.py tests/test_edge_cases_checks.py \
 	tests/test_planted_mistakes_checks.py tests/test_reseed_and_inputs_checks.py tests/test_fused.py
 FLOAT_TESTS ?= $(FLOAT_UNIT_TESTS) notebooks
 test-cpus: setup

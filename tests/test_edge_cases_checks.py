@@ -269,7 +269,7 @@ def test_mean_z_tensor_variants_pass(fn):
 
 
 def test_head_importance_must_be_a_tensor():
-    from test_ablation_checks import importance_per_problem
+    from test_exercises_ablation import importance_per_problem
 
     assert_passes(ablation_checks.check_head_importance, importance_per_problem)
     assert_hint(

@@ -120,7 +120,7 @@ def _greedy_cases() -> list[tuple[str, Callable[[], Any], Tensor, int, int, int]
         return torch.randint(0, high, shape, generator=torch.Generator().manual_seed(seed))
 
     src_b, _ = sums([(5, 5), (663, 497), (0, 0), (999, 999), (45, 55)])
-    # Seeds picked so that rows end at different steps and some never do (tests/test_adder_checks.py).
+    # Seeds picked so that rows end at different steps and some never do (tests/test_exercises_adder.py).
     return [
         (
             "a batch of 4 (vocabulary 11, bos_id 9, eos_id 10, max_steps 7)",
