@@ -87,7 +87,7 @@ def figure_words():
     return words
 
 
-def show_image(image, png: bytes, words=None, alt: str = "") -> None:
+def show_image(image, png: bytes, words, alt: str) -> None:
     """Put PNG bytes in an Image widget at their own pixel size (no stretching: sharp text), and
     make it visible again if an error hid it; `words` (figure_words) says `alt`, the figure in words."""
     import struct
@@ -96,13 +96,11 @@ def show_image(image, png: bytes, words=None, alt: str = "") -> None:
     image.value = png
     image.width, image.height = str(width), str(height)
     image.layout.display = ""
-    if words is not None:
-        words.value = f"<details><summary>the figure in words</summary><p>{html.escape(alt)}</p></details>"
-        words.layout.display = ""
+    words.value = f"<details><summary>the figure in words</summary><p>{html.escape(alt)}</p></details>"
+    words.layout.display = ""
 
 
-def hide_image(image, words=None) -> None:
-    """After an error: the old figure would describe a state that is no longer shown."""
+def hide_image(image, words) -> None:
+    """After an error: the old figure (and its words) would describe a state that is no longer shown."""
     image.layout.display = "none"
-    if words is not None:
-        words.layout.display = "none"
+    words.layout.display = "none"
