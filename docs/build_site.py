@@ -81,6 +81,16 @@ LIVE_NOTE = "moving them needs the live notebook"  # tests/test_site.py looks fo
 KERNEL = "attnkit-site"  # a kernelspec made here, so the kernels run this very Python
 
 
+def live_site():
+    """docs/live_site.py: the live explorers of pages 03, 04 and 05 (a sibling module; this file runs as a
+    script, and tests/helpers.py loads it by path)."""
+    if str(DOCS) not in sys.path:
+        sys.path.insert(0, str(DOCS))
+    import live_site
+
+    return live_site
+
+
 # ---------------------------------------------------------------- offline assets
 
 
@@ -152,7 +162,8 @@ def copy_assets(out: Path) -> None:
         f'sre.MathMap.getInstance().addMaps({maps});\nMathJax.Ajax.loadComplete("[MathJax]/{SPEECH_MAPS}");\n'
     )
     install_widget_renderer(out)
-    (static / "site.css").write_text(CSS)
+    (static / "site.css").write_text(CSS + live_site().CSS)
+    live_site().install(out, os.environ.get("ATTNKIT_LIVE_PLANT"))  # the weights, from the checkpoints
     figures = sorted(DOCS.glob("*.png"))
     if figures:
         (static / "figures").mkdir(exist_ok=True)
@@ -243,17 +254,20 @@ def render(executed: str, stem: str, pages: list[str], commit: str) -> str:
     i = pages.index(stem)
     prev_link = f'<a href="{pages[i - 1]}.html">← {pages[i - 1]}</a>' if i > 0 else ""
     next_link = f'<a href="{pages[i + 1]}.html">{pages[i + 1]} →</a>' if i + 1 < len(pages) else ""
+    explorer = live_site().section(stem)
     note = (
         f"Its widgets show their saved state: {LIVE_NOTE} (<code>make lab</code>), since no Python "
         "runs behind this page."
         if widgets
         else "To run it yourself: <code>make lab</code>."
     )
+    if explorer:
+        note += " The live explorer below runs the model in your browser."
     banner = f"""
 <nav class="attnkit-site-nav"><a href="index.html">attnkit course</a> · {prev_link} {next_link}</nav>
 <aside class="attnkit-site-note">This page is <code>notebooks/{stem}.ipynb</code>, run top to bottom on the
 committed checkpoints (commit <code>{commit}</code>) with its outputs kept. {note}</aside>
-"""
+{explorer}"""
     body, n_head = re.subn(r"(<head[^>]*>)", lambda m: m.group(1) + MATHJAX_CONFIG, body, count=1)
     body = body.replace("</head>", f'<link rel="stylesheet" href="{STATIC}/site.css">\n</head>', 1)
     body, n_body = re.subn(r"(<body[^>]*>)", lambda m: m.group(1) + banner, body, count=1)
@@ -356,6 +370,25 @@ def tour_html(built: set[str]) -> str:
     return mistune.create_markdown(plugins=["table"])(table)
 
 
+def live_page(stem: str, title: str, pages: list[str], commit: str) -> str:
+    """A notebook's page with its live explorer only, the notebook not run (`--live-only`: the explorers'
+    check inside `make test` without the minutes of running notebooks 04 and 05)."""
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(stem)} · attnkit</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="stylesheet" href="{STATIC}/site.css"></head>
+<body class="attnkit-index attnkit-live-only">
+<nav class="attnkit-site-nav"><a href="index.html">attnkit course</a></nav>
+<main>
+<h1>{html.escape(title)}</h1>
+<aside class="attnkit-site-note">This build did not run <code>notebooks/{stem}.ipynb</code> (commit
+<code>{commit}</code>): this page carries its live explorer only; <code>make site</code> renders the notebook.</aside>
+{live_site().section(stem)}
+</main>
+</body></html>
+"""
+
+
 def index_page(built: list[str], titles: dict[str, str], commit: str, timings: dict[str, float]) -> str:
     captions = {}  # in the README's order, from docs/figures.json (make_figures.py writes it)
     meta = DOCS / "figures.json"
@@ -372,7 +405,11 @@ def index_page(built: list[str], titles: dict[str, str], commit: str, timings: d
     )
     pages = "\n".join(
         f'<li><a href="{stem}.html">{stem}</a> — {html.escape(titles[stem])} '
-        f'<span class="attnkit-time">(ran in {timings[stem]:.0f} s)</span></li>'
+        + (
+            f'<span class="attnkit-time">(ran in {timings[stem]:.0f} s)</span></li>'
+            if stem in timings
+            else '<span class="attnkit-time">(its live explorer only)</span></li>'
+        )
         for stem in built
     )
     guides = "\n".join(
@@ -391,7 +428,9 @@ first principles, train a small transformer to add, look inside it with heatmaps
 at a time, and test how positional encodings extrapolate. Everything runs on a laptop CPU in minutes.</p>
 <p class="attnkit-site-note">Every page below is a notebook run top to bottom on the committed checkpoints
 (commit <code>{commit}</code>) with its outputs kept, so you can read the results before installing
-anything. Widgets show their saved state; {LIVE_NOTE}: clone the repository and run <code>make lab</code>.</p>
+anything. Widgets show their saved state; {LIVE_NOTE}: clone the repository and run <code>make lab</code>.
+The pages of notebooks 03, 04 and 05 also carry live explorers that run the trained models in your browser,
+offline: type a sum, look at any head, switch heads off, ask a classifier whether a sequence is sorted.</p>
 <h2>The notebooks</h2>
 <ul class="attnkit-pages">{pages}</ul>
 <h2>Guides</h2>
@@ -427,11 +466,13 @@ body.attnkit-index th, body.attnkit-index td { border: 1px solid #d0d7de; paddin
 # ---------------------------------------------------------------- main
 
 
-def build(out: Path, only: list[str] | None, jobs: int) -> dict[str, float]:
+def build(out: Path, only: list[str] | None, jobs: int, live_only: list[str] | None = None) -> dict[str, float]:
     paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    explorers_only = [p for p in paths if p.name[:2] in (live_only or [])]
     if only:
         paths = [p for p in paths if any(p.name.startswith(prefix) for prefix in only)]
         assert len(paths) == len(only), f"--only {only} matched {[p.name for p in paths]}"
+    explorers_only = [p for p in explorers_only if p not in paths]
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
@@ -456,12 +497,15 @@ def build(out: Path, only: list[str] | None, jobs: int) -> dict[str, float]:
             results = dict(zip((p.stem for p in paths), pool.map(execute, map(str, paths))))
     import nbformat
 
-    stems = [p.stem for p in paths]
+    stems = sorted([p.stem for p in paths] + [p.stem for p in explorers_only])
     timings = {stem: seconds for stem, (_, seconds) in results.items()}
     titles = {stem: title_of(nbformat.reads(executed, as_version=4)) for stem, (executed, _) in results.items()}
     for stem, (executed, seconds) in results.items():
         (out / f"{stem}.html").write_text(render(executed, stem, stems, commit))
         print(f"  {stem}: ran in {seconds:.1f} s", flush=True)
+    for path in explorers_only:
+        titles[path.stem] = title_of(nbformat.read(path, as_version=4))
+        (out / f"{path.stem}.html").write_text(live_page(path.stem, titles[path.stem], stems, commit))
     for guide, page in GUIDES.items():
         if (ROOT / guide).exists():
             (out / f"{page}.html").write_text(guide_page(guide, set(stems), commit))
@@ -478,8 +522,11 @@ def main(argv=None) -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "site", help="output folder (replaced)")
     parser.add_argument("--only", nargs="+", metavar="NN", help="notebook number prefixes, e.g. 01 05")
     parser.add_argument("--jobs", type=int, default=2, help="notebooks run at once (default 2, one per core)")
+    parser.add_argument(
+        "--live-only", nargs="+", metavar="NN", default=[], help="pages with a live explorer only, not run: 04 05"
+    )
     args = parser.parse_args(argv)
-    build(args.out, args.only, args.jobs)
+    build(args.out, args.only, args.jobs, args.live_only)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,8 @@ pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "artifacts"
 SUBSET = ["03"]  # the in-suite build: figures, math and a widget on one page
+LIVE_ONLY = ["04", "05"]  # ... and the live explorers of these pages, their notebooks not run (--live-only)
+LIVE_ONLY_CLASS = "attnkit-live-only"  # the body class of such a page (docs/build_site.py live_page)
 LIVE_NOTE = "moving them needs the live notebook"
 MATHJAX_TEX_FONTS = "/_static/mathjax/fonts/HTML-CSS/TeX/"
 WIDGET_VIEW = "script[type='application/vnd.jupyter.widget-view+json']"
@@ -61,7 +63,8 @@ def site(chromium, tmp_path_factory) -> Path:
     start = time.monotonic()
     # One notebook at a time: under `make test` the other pytest worker has the other core.
     run = subprocess.run(
-        [sys.executable, str(ROOT / "docs" / "build_site.py"), "--out", str(out), "--jobs", "1", "--only", *SUBSET],
+        [sys.executable, str(ROOT / "docs" / "build_site.py"), "--out", str(out), "--jobs", "1", "--only", *SUBSET]
+        + ["--live-only", *LIVE_ONLY],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -151,7 +154,7 @@ def test_every_notebook_has_a_page(site):
     stems = {p.stem for p in notebook_pages(site)}
     expected = {p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
     if not os.environ.get("ATTNKIT_SITE"):
-        expected = {s for s in expected if s[:2] in SUBSET}
+        expected = {s for s in expected if s[:2] in SUBSET + LIVE_ONLY}
     assert stems == expected
 
 
@@ -274,6 +277,8 @@ def test_notebook_pages(site, browser):
     ARTIFACTS.mkdir(exist_ok=True)
     report = {}
     for path in notebook_pages(site):
+        if LIVE_ONLY_CLASS in path.read_text(encoding="utf-8")[:2000]:
+            continue  # its explorer only: test_live_* below
         page, outside, errors = open_offline(browser, path)
         try:
             report[path.stem] = check_notebook_page(page, path.stem)
@@ -295,3 +300,232 @@ def test_notebook_pages(site, browser):
             page.context.close()
     assert any(r["widget views"] for r in report.values()), "no page with a widget"
     print(report)
+
+
+# ---------------------------------------------------------------- the live explorers (issue 39)
+# docs/live/attnkit-live.js runs the committed models in the page; here it is held to PyTorch on the same
+# checkpoints, through its own functions called in batches (page.evaluate), and the pages are used as a
+# learner would: by keyboard, offline, with no script error.
+
+LIVE_PAGES = {"adder": "03_attention_heatmaps", "ablation": "04_head_ablation",
+              "sortedness": "05_positional_encoding_extrapolation"}  # fmt: skip
+HEADS_OFF = ["enc.self.0.1", "enc.self.1.3", "dec.self.0.2", "dec.cross.1.0", "dec.cross.0.3"]
+PATTERN_TOLERANCE = 1e-4
+
+
+def live_page(browser, site: Path, kind: str):
+    """The page of explorer `kind`, offline, once the explorer has started: (page, outside, errors)."""
+    page, outside, errors = open_offline(browser, site / f"{LIVE_PAGES[kind]}.html")
+    page.wait_for_function(f"() => window.attnkitExplorers && window.attnkitExplorers.{kind}", timeout=30_000)
+    page.evaluate(f"() => window.attnkitExplorers.{kind}")  # settled
+    return page, outside, errors
+
+
+@pytest.fixture(scope="module")
+def adder():
+    import attnkit
+
+    return attnkit.load_pretrained("adder")
+
+
+def random_sums(n: int, seed: int) -> list[str]:
+    """Operands of every length 1-3 digits, as the adder's own self-check draws them."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    a, b = rng.integers(0, 10 ** rng.integers(1, 4, size=(2, n)))
+    return [f"{x}+{y}" for x, y in zip(a.tolist(), b.tolist())]
+
+
+def adder_differences(page, adder, sums: list[str], pattern_sums: list[str]) -> tuple[list, float]:
+    """The sums the page answers differently from PyTorch, and the largest difference of any attention
+    weight (every layer, head and kind, the decoder fed its own answer as run_with_cache does)."""
+    import numpy as np
+
+    answers = page.evaluate(
+        "async (sums) => { const a = await attnkitLive.adder(); return sums.map(s => a.solve(s).answer); }", sums
+    )
+    differ = [(s, js, py) for s, js, py in zip(sums, answers, adder.solve(sums)) if js != py]
+    runs = page.evaluate(
+        "async (sums) => { const a = await attnkitLive.adder(); return sums.map(s => a.run(s).patterns); }",
+        pattern_sums,
+    )
+    _, cache = adder.run_with_cache(pattern_sums, names_filter=lambda name: name.endswith("hook_pattern"))
+    worst = 0.0
+    for i, patterns in enumerate(runs):
+        assert len(patterns) == 6, sorted(patterns)
+        for module, pattern in patterns.items():
+            worst = max(worst, float(np.abs(np.array(pattern) - cache[f"{module}.hook_pattern"][i].numpy()).max()))
+    return differ, worst
+
+
+def test_live_adder_equals_pytorch(site, browser, adder):
+    """1,000 random sums answered as PyTorch answers them; every attention weight of 20 sums within 1e-4."""
+    page, outside, errors = live_page(browser, site, "adder")
+    try:
+        differ, worst = adder_differences(page, adder, random_sums(1000, seed=39), random_sums(20, seed=40))
+        assert not differ, f"{len(differ)} of 1,000 sums answered differently in the page: {differ[:5]}"
+        assert worst < PATTERN_TOLERANCE, f"attention weights differ from PyTorch's by up to {worst:.2e}"
+        print(f"live adder: 1,000 answers equal; attention weights within {worst:.1e}")
+        assert not outside and not errors, (outside, errors)
+    finally:
+        page.context.close()
+
+
+def test_live_planted_difference_is_caught(site, browser, adder, tmp_path):
+    """One weight changed in the export (docs/live_site.py's `plant`): the comparison above fails."""
+    sys.path.insert(0, str(ROOT / "docs"))
+    import live_site
+
+    live = tmp_path / live_site.FOLDER
+    live.mkdir(parents=True)
+    shutil.copy(site / live_site.FOLDER / "attnkit-live.js", live)
+    from dataclasses import asdict
+
+    planted = live_site.weights_script(
+        "adder", adder.model.state_dict(), asdict(adder.cfg), {}, plant="encoder.0.self_attn.W_Q.weight"
+    )
+    (live / "adder.js").write_text(planted)
+    (tmp_path / "planted.html").write_text(
+        f'<!DOCTYPE html><html lang="en"><head><title>planted</title><script src="{live_site.FOLDER}/attnkit-live.js">'
+        "</script></head><body></body></html>"
+    )
+    page, _, _ = open_offline(browser, tmp_path / "planted.html")
+    try:
+        differ, worst = adder_differences(page, adder, random_sums(50, seed=41), random_sums(5, seed=42))
+        assert differ or worst >= PATTERN_TOLERANCE, "a planted weight went unnoticed"
+        print(f"planted weight: {len(differ)} of 50 answers differ, attention off by up to {worst:.2e}")
+    finally:
+        page.context.close()
+
+
+def test_live_ablation_equals_pytorch(site, browser, adder):
+    """With five heads off, the page's exact match over its held-out sample equals PyTorch's (zero ablation);
+    the toggles work by keyboard and the result is announced."""
+    import re
+
+    page, outside, errors = live_page(browser, site, "ablation")
+    try:
+        sample = page.evaluate("async () => (await attnkitLive.adder()).sample")
+        assert len(sample) >= 100, len(sample)
+        js = page.evaluate("async (off) => (await attnkitLive.adder()).exactMatch(new Set(off))", HEADS_OFF)
+        problems, totals = zip(*(line.split("=") for line in sample))
+        with adder.ablate(HEADS_OFF):
+            right = sum(a == t for a, t in zip(adder.solve(list(problems)), totals))
+        intact = sum(a == t for a, t in zip(adder.solve(list(problems)), totals))
+        assert js["right"] == right, f"exact match with {HEADS_OFF} off: page {js['right']}, PyTorch {right}"
+        assert js["n"] == len(sample)
+        # by keyboard: focus a head's box, Space switches it off; the exact match is announced again
+        match = page.locator("output[name=exact-match]")
+        page.wait_for_function(
+            "() => /with 0 heads off/.test(document.querySelector('output[name=exact-match]').textContent)"
+        )
+        assert f"({intact} of {len(sample)})" in match.inner_text()
+        box = page.get_by_role("checkbox", name="enc.self.0.1")
+        box.focus()
+        page.keyboard.press("Space")
+        assert not box.is_checked()
+        page.wait_for_function(
+            "() => /with 1 heads off/.test(document.querySelector('output[name=exact-match]').textContent)",
+            timeout=30_000,
+        )
+        with adder.ablate(["enc.self.0.1"]):
+            one_off = sum(a == t for a, t in zip(adder.solve(list(problems)), totals))
+        assert f"({one_off} of {len(sample)})" in match.inner_text(), match.inner_text()
+        problem = page.get_by_role("textbox", name="problem", exact=True)
+        problem.fill("663+497")
+        problem.press("Enter")
+        with adder.ablate(["enc.self.0.1"]):
+            expected = adder.solve(["663+497"])[0]
+        assert page.get_by_role("status", name="answer", exact=True).inner_text() == expected
+        assert re.search(r"1 of 24 heads off", page.inner_text("body"))
+        assert_accessible(page, "04 explorer")
+        page.screenshot(path=ARTIFACTS / "site_live_04.png")
+        assert not outside and not errors, (outside, errors)
+    finally:
+        page.context.close()
+
+
+def test_live_adder_by_keyboard(site, browser):
+    """Type a sum, Enter: the answer (a live region named "answer"); a typo and a too-long operand are
+    answered in words; the heatmap's head is picked by keyboard and its caption names it and its links."""
+    page, outside, errors = live_page(browser, site, "adder")
+    try:
+        explorer = page.locator(".attnkit-live")  # the notebook's own (frozen) widget has a "problem" box too
+        problem = explorer.get_by_role("textbox", name="problem", exact=True)
+        answer = explorer.get_by_role("status", name="answer", exact=True)
+        assert answer.get_attribute("aria-live") == "polite"
+        problem.fill("12+30")
+        problem.press("Enter")
+        assert answer.inner_text() == "42"
+        for bad, words in [("12+3a", "not a sum"), ("1234+5", "more than 3 digits"), ("", "not a sum")]:
+            problem.fill(bad)
+            problem.press("Enter")
+            assert answer.inner_text() == "—" and words in page.locator(".attnkit-live-message").first.inner_text()
+        problem.fill("555+445")
+        problem.press("Enter")
+        assert answer.inner_text() == "1000"
+        explorer.get_by_role("combobox", name="Attention").select_option("dec.cross")
+        explorer.get_by_role("combobox", name="Layer").select_option("1")
+        caption = explorer.locator("figcaption").inner_text()
+        assert "decoder cross-attention, layer 1, head 0" in caption and "Strongest links" in caption, caption
+        labels = explorer.locator("svg text").evaluate_all("ts => ts.map(t => t.textContent)")
+        assert labels[:7] == list("555+445") and "<s>" in labels, labels
+        assert explorer.locator("svg rect").count() == 5 * 7  # queries <s> 1 0 0 0, keys 5 5 5 + 4 4 5
+        assert_accessible(page, "03 explorer")
+        page.locator(".attnkit-live").first.screenshot(path=ARTIFACTS / "site_live_03.png")
+        assert not outside and not errors, (outside, errors)
+    finally:
+        page.context.close()
+
+
+def test_live_sortedness_equals_pytorch(site, browser):
+    """Every encoding's verdicts on 200 sequences (sorted, one swap, shuffled, lengths 8-256) equal
+    PyTorch's; bad input is answered in words; a drawn sequence is classified."""
+    import numpy as np
+
+    from attnkit.sortedness import load_classifier
+    from attnkit.sortedness.data import labelled_set
+
+    rng = np.random.default_rng(39)
+    page, outside, errors = live_page(browser, site, "sortedness")
+    try:
+        encodings = page.locator("select[name=encoding] option").evaluate_all("os => os.map(o => o.value)")
+        assert sorted(encodings) == sorted(["sinusoidal", "learned", "none", "relative", "rope", "alibi"])
+        total, worst = 0, 0.0
+        for i, encoding in enumerate(encodings):
+            length = [8, 12, 16, 24, 32, 64][i]  # 256 costs seconds
+            rows, _, _ = labelled_set(rng, 12, 12, 10, length)
+            seqs = [list(map(int, r)) for r in rows]
+            model = load_classifier(encoding)
+            got = page.evaluate(
+                "async ([e, seqs]) => { const m = await attnkitLive.sortedness(e);"
+                " return seqs.map(s => { const r = m.classify(s); return [r.sorted, r.pSorted]; }); }",
+                [encoding, seqs],
+            )
+            assert [g[0] for g in got] == model.predict(seqs), f"{encoding}: verdicts differ"
+            worst = max(worst, float(np.abs(np.array([g[1] for g in got]) - model.probabilities(seqs)).max()))
+            total += len(seqs)
+        assert total >= 200
+        print(f"live sortedness: {total} verdicts equal; P(sorted) within {worst:.1e}")
+        verdict = page.locator("output[name=verdict]")
+        sequence = page.get_by_role("textbox", name="Sequence")
+        for bad, words in [("3 8 x", "not a whole number"), ("5 100", "not a whole number"),
+                           (" ".join(["1"] * 300), "at most 256")]:  # fmt: skip
+            sequence.fill(bad)
+            sequence.press("Enter")
+            page.wait_for_function(
+                "w => document.querySelector('output[name=verdict]').textContent.includes(w)", arg=words
+            )
+        page.get_by_role("combobox", name="Positional encoding").select_option("alibi")
+        page.get_by_role("combobox", name="Length to draw").select_option("64")
+        page.get_by_role("button", name="Draw with one swap").click()
+        page.wait_for_function(
+            "() => /alibi encoding, 64 values/.test(document.querySelector('output[name=verdict]').textContent)"
+        )
+        assert len(sequence.input_value().split()) == 64 and "is not sorted" in verdict.inner_text()
+        assert_accessible(page, "05 explorer")
+        page.screenshot(path=ARTIFACTS / "site_live_05.png")
+        assert not outside and not errors, (outside, errors)
+    finally:
+        page.context.close()

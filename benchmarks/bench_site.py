@@ -1,0 +1,112 @@
+"""The live course pages (issue 39): bytes each page loads, and how fast a typed sum is answered.
+
+    python benchmarks/bench_site.py [--site site] [--sums 30]    # after `make site`
+    python benchmarks/bench_site.py --smoke                       # builds a small site first (seconds + 1 notebook)
+
+Each page of notebooks 03, 04 and 05 is opened offline in Chromium (CHROMIUM, default /usr/bin/chromium)
+from file://, every file it asks for is recorded, and the page weight is the sum of their sizes on
+disk (the HTML, scripts, styles, fonts and the models' weights). Latency: a sum typed into page 03's
+box and Enter, until the answer is in its live region (the answer and the heatmap), median of --sums
+sums. The bars: 5 MB per page, 200 ms per sum.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = ("03_attention_heatmaps", "04_head_ablation", "05_positional_encoding_extrapolation")
+BAR_BYTES, BAR_MS = 5_000_000, 200.0
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
+
+
+def page_weight(browser, path: Path) -> tuple[int, int]:
+    """(bytes of every file the page loaded, bytes of the explorer's scripts and weights among them)"""
+    context = browser.new_context(offline=True)
+    page = context.new_page()
+    files: set[Path] = set()
+    page.on(
+        "requestfinished",
+        lambda r: files.add(Path(unquote(urlparse(r.url).path))) if r.url.startswith("file:") else None,
+    )
+    page.goto(path.as_uri())
+    page.wait_for_load_state("load")
+    page.wait_for_function(
+        "() => window.attnkitExplorers && Object.keys(window.attnkitExplorers).length", timeout=60_000
+    )
+    page.evaluate("() => Promise.all(Object.values(window.attnkitExplorers))")
+    page.wait_for_timeout(500)
+    context.close()
+    sizes = {f: f.stat().st_size for f in files if f.is_file()}
+    return sum(sizes.values()), sum(n for f, n in sizes.items() if "/_static/live/" in str(f))
+
+
+def typed_latency(browser, path: Path, sums: int) -> list[float]:
+    """Milliseconds from Enter to the answer shown, for `sums` typed sums on the page of notebook 03."""
+    context = browser.new_context(offline=True)
+    page = context.new_page()
+    page.goto(path.as_uri())
+    page.wait_for_function("() => window.attnkitExplorers && window.attnkitExplorers.adder", timeout=60_000)
+    page.evaluate("() => window.attnkitExplorers.adder")
+    times = page.evaluate(
+        """(n) => {
+            const root = document.querySelector("[data-attnkit-live=adder]");
+            const input = root.querySelector("input[name=problem]"), form = root.querySelector("form");
+            const out = [];
+            for (let i = 0; i < n; i++) {
+                input.value = `${(i * 337) % 1000}+${(i * 731 + 5) % 1000}`;
+                const t = performance.now();
+                form.requestSubmit();  // what Enter does; the handler answers and draws synchronously
+                out.push(performance.now() - t);
+            }
+            return out;
+        }""",
+        sums,
+    )
+    context.close()
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--site", type=Path, default=ROOT / "site", help="a built site (make site)")
+    parser.add_argument("--sums", type=int, default=30, help="typed sums to time")
+    parser.add_argument("--smoke", action="store_true", help="a small site built here, 5 sums (make bench-smoke)")
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as tmp:
+        site = args.site.resolve()
+        if args.smoke:
+            args.sums, site = 5, Path(tmp) / "site"
+            build = [sys.executable, str(ROOT / "docs" / "build_site.py"), "--out", str(site), "--jobs", "1"]
+            subprocess.run(build + ["--only", "03", "--live-only", "04", "05"], check=True, stdout=subprocess.DEVNULL)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=os.environ.get("CHROMIUM", "/usr/bin/chromium"), args=ARGS)
+            start = time.monotonic()
+            for stem in PAGES:
+                total, live = page_weight(browser, site / f"{stem}.html")
+                flag = "ok" if total <= BAR_BYTES else "OVER the bar"
+                print(
+                    f"{stem}: {total / 1e6:.2f} MB loaded ({live / 1e6:.2f} MB the explorer's scripts, weights), {flag}"
+                )
+            times = typed_latency(browser, site / f"{PAGES[0]}.html", args.sums)
+            browser.close()
+    median = statistics.median(times)
+    print(
+        f"typed sum answered (and heatmap): median {median:.1f} ms, max {max(times):.1f} ms over {len(times)} sums"
+        f" ({'ok' if median <= BAR_MS else 'OVER'} the {BAR_MS:.0f} ms bar); load average {os.getloadavg()[0]:.2f};"
+        f" {time.monotonic() - start:.0f} s"
+    )
+
+
+if __name__ == "__main__":
+    main()
