@@ -5,7 +5,11 @@ The hooked path calls a module for every activation (so that a hook can see or r
 no hook attached those calls are pure overhead, and on a CPU a decoding step of a few hundred
 problems is mostly overhead. Here each layer does its matrix products directly: Q, K and V in one
 product (W_Q pre-scaled by 1/√d_head), keys and values written into a cache allocated once, the
-written-out softmax of core/attention.py for the short rows. `greedy` takes this path only when
+written-out softmax of core/attention.py for the encoder's short rows. The decoder keeps its
+keys and values position-major, (position, ..., batch, heads): a step's scores, softmax and weighted
+sum then reduce over the outermost axis, along rows thousands of floats long, where the model's own
+(batch, heads, position, d_head) layout would reduce rows of 5-16 floats (half the decoder's time).
+`greedy` takes this path only when
 nothing could see the difference: no hook attached, no padding in the sources, evaluation mode.
 `tests/test_adder.py` holds it to the hooked path's answers.
 """
@@ -47,13 +51,26 @@ def _feed_forward(ff: nn.Sequential, x: Tensor) -> Tensor:
     return F.linear(F.gelu(F.linear(x, first.weight, first.bias)), second.weight, second.bias)
 
 
-def _qkv(attn: MultiHeadAttention) -> tuple[Tensor, Tensor]:
-    """W_Q (scaled by 1/√d_head), W_K and W_V stacked: one matrix product instead of three."""
+def _scaled_q(attn: MultiHeadAttention) -> tuple[Tensor, Tensor]:
+    """W_Q and its bias scaled by 1/√d_head: the scores come out scaled, one product fewer."""
     scale = attn.d_head**-0.5
-    return (
-        torch.cat([attn.W_Q.weight * scale, attn.W_K.weight, attn.W_V.weight]),
-        torch.cat([attn.W_Q.bias * scale, attn.W_K.bias, attn.W_V.bias]),
-    )
+    return attn.W_Q.weight * scale, attn.W_Q.bias * scale
+
+
+def _qkv(attn: MultiHeadAttention) -> tuple[Tensor, Tensor]:
+    """W_Q (scaled), W_K and W_V stacked: one matrix product instead of three."""
+    w_q, b_q = _scaled_q(attn)
+    return torch.cat([w_q, attn.W_K.weight, attn.W_V.weight]), torch.cat([b_q, attn.W_K.bias, attn.W_V.bias])
+
+
+def _attend(q: Tensor, keys: Tensor, values: Tensor) -> Tensor:
+    """One decoding step's attention, position-major. q (batch, heads, d_head), scaled; keys
+    (pos, d_head, batch, heads); values (pos, batch, heads, d_head) -> z (batch, heads * d_head).
+    Every sum runs over an outer axis: the softmax over positions is written out along axis 0."""
+    scores = (keys * q.permute(2, 0, 1).contiguous()).sum(1)  # (pos, batch, heads)
+    weights = (scores - scores.amax(0)).exp_()
+    weights /= weights.sum(0)
+    return (weights.unsqueeze(-1) * values).sum(0).flatten(1)
 
 
 def _out(attn: MultiHeadAttention, z: Tensor) -> Tensor:
@@ -68,6 +85,11 @@ def fused_greedy(model: Seq2SeqTransformer, src: Tensor, chunk: int | None = Non
     encoder, decoder = cast(list["EncoderLayer"], list(model.encoder)), cast(list["DecoderLayer"], list(model.decoder))
     enc_qkv = [_qkv(layer.self_attn) for layer in encoder]
     dec_qkv = [_qkv(layer.self_attn) for layer in decoder]
+    cross_q = [_scaled_q(layer.cross_attn) for layer in decoder]
+    cross_kv = [  # W_K and W_V stacked: the memory's keys and values in one product
+        (torch.cat([m.W_K.weight, m.W_V.weight]), torch.cat([m.W_K.bias, m.W_V.bias]))
+        for m in (layer.cross_attn for layer in decoder)
+    ]
     outs = []
     for s in src.split(chunk or chunk_size(model, src.size(1))):
         batch, n_src = s.shape
@@ -79,29 +101,26 @@ def fused_greedy(model: Seq2SeqTransformer, src: Tensor, chunk: int | None = Non
             x = x + _out(enc.self_attn, z.transpose(1, 2).reshape(batch, n_src, cfg.d_model))
             x = x + _feed_forward(enc.ff, _layer_norm(enc.ln_ff, x))
         memory = _layer_norm(model.ln_enc, x)
-        cross = [  # the memory's keys and values, (batch, heads, src_pos, d_head), projected once
-            tuple(
-                F.linear(memory, m.weight, m.bias).view(batch, n_src, n_heads, d_head).transpose(1, 2).contiguous()
-                for m in (layer.cross_attn.W_K, layer.cross_attn.W_V)
-            )
-            for layer in decoder
+        cross = []  # per layer: keys (src_pos, d_head, batch, heads) and values (src_pos, batch, heads, d_head)
+        for w, bias in cross_kv:
+            kv = F.linear(memory, w, bias).view(batch, n_src, 2, n_heads, d_head)
+            cross.append((kv[:, :, 0].permute(1, 3, 0, 2).contiguous(), kv[:, :, 1].transpose(0, 1).contiguous()))
+        cache = [  # the decoder's own keys and values, laid out as the memory's, written one step at a time
+            (memory.new_empty((steps, d_head, batch, n_heads)), memory.new_empty((steps, batch, n_heads, d_head)))
+            for _ in decoder
         ]
-        cache = [s.new_empty((2, batch, n_heads, steps, d_head), dtype=memory.dtype) for _ in decoder]
         token = torch.full((batch,), BOS, dtype=torch.long, device=s.device)
         out = s.new_empty((batch, steps))
         for t in range(steps):
             y = model.tok_embed(token) + model.tgt_pos.weight[t]  # (batch, d_model): the newest position
-            for layer, (w, bias), kv, (ck, cv) in zip(decoder, dec_qkv, cache, cross):
-                q, k, v = F.linear(_layer_norm(layer.ln_self, y), w, bias).view(batch, 3, n_heads, d_head).unbind(1)
-                kv[0, :, :, t], kv[1, :, :, t] = k, v
-                weights = softmax_short_rows((q.unsqueeze(2) * kv[0, :, :, : t + 1]).sum(-1))  # (batch, heads, t+1)
-                z = (weights.unsqueeze(-1) * kv[1, :, :, : t + 1]).sum(2)
-                y = y + _out(layer.self_attn, z.reshape(batch, cfg.d_model))
-                q = F.linear(_layer_norm(layer.ln_cross, y), layer.cross_attn.W_Q.weight, layer.cross_attn.W_Q.bias)
-                scores = (q.view(batch, n_heads, 1, d_head) * ck).sum(-1)  # (batch, heads, src_pos)
-                weights = softmax_short_rows(scores * d_head**-0.5)
-                z = (weights.unsqueeze(-1) * cv).sum(2)
-                y = y + _out(layer.cross_attn, z.reshape(batch, cfg.d_model))
+            for layer, (w, bias), (keys, values), (cross_keys, cross_values), (w_q, b_q) in zip(
+                decoder, dec_qkv, cache, cross, cross_q
+            ):
+                qkv = F.linear(_layer_norm(layer.ln_self, y), w, bias).view(batch, 3, n_heads, d_head)
+                keys[t], values[t] = qkv[:, 1].permute(2, 0, 1), qkv[:, 2]
+                y = y + _out(layer.self_attn, _attend(qkv[:, 0], keys[: t + 1], values[: t + 1]))
+                q = F.linear(_layer_norm(layer.ln_cross, y), w_q, b_q).view(batch, n_heads, d_head)
+                y = y + _out(layer.cross_attn, _attend(q, cross_keys, cross_values))
                 y = y + _feed_forward(layer.ff, _layer_norm(layer.ln_ff, y))
             token = F.linear(_layer_norm(model.ln_dec, y), model.unembed.weight, model.unembed.bias).argmax(-1)
             out[:, t] = token

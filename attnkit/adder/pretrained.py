@@ -165,7 +165,8 @@ class Adder:
         src = encode_sources(a, b, self.cfg.n_digits, self.cfg.zero_pad).to(self.device)
         out = self.model.greedy(src)
         tgt = torch.cat([torch.full_like(out[:, :1], BOS), out[:, :-1]], dim=1)
-        # Positions after the first </s> are padding: nothing was generated there.
+        # Decoder inputs from the first </s> on (that </s> included) become padding: the answer had
+        # ended with the output before it, and nothing the model wrote there is part of it.
         ended = (tgt == EOS).cumsum(dim=1) > 0
         tgt = tgt.masked_fill(ended, PAD)
         # In chunks, as greedy decodes: one pass over 10,000 problems held every intermediate of
