@@ -145,3 +145,46 @@ def test_training_stops_once_validation_reaches_the_target(monkeypatch):
     scripted_validation(monkeypatch, [0.2, 0.7, 0.9])
     result = train_adder(TINY, AdderTrainConfig(max_steps=30, eval_every=10, n_val=200, target=0.6), progress=False)
     assert result.steps == 20 and len(result.history) == 2
+
+
+def test_the_kits_adamw_is_torchs_fused_adamw_with_lambda_lr_bit_for_bit():
+    # core/runtime.py's AdamW calls the same fused kernel without torch.optim (which imports
+    # torch._dynamo, 70 MB in a learner's kernel): the committed checkpoints depend on its bits.
+    from attnkit.core.runtime import AdamW, warmup_cosine
+
+    def schedule(k):
+        return warmup_cosine(k, 3, 12, floor=0.1)
+
+    torch.manual_seed(0)
+    ours, theirs = torch.nn.Linear(5, 3), torch.nn.Linear(5, 3)
+    theirs.load_state_dict(ours.state_dict())
+    ours.bias.requires_grad_(False)  # a frozen parameter is skipped by both
+    theirs.bias.requires_grad_(False)
+    opt = AdamW(ours.parameters(), 3e-3, 0.01, schedule)
+    ref = torch.optim.AdamW(theirs.parameters(), lr=3e-3, weight_decay=0.01, fused=True)
+    sched = torch.optim.lr_scheduler.LambdaLR(ref, schedule)
+    x = torch.randn(12, 8, 5)
+    for step in range(12):
+        for model, o in ((ours, opt), (theirs, ref)):
+            o.zero_grad()
+            model(x[step]).square().mean().backward()
+            o.step()
+        sched.step()
+        assert torch.equal(ours.weight, theirs.weight), f"differs after update {step + 1}"
+    assert torch.equal(ours.bias, theirs.bias)
+
+
+@pytest.mark.slow  # starts a process
+def test_training_does_not_import_torch_dynamo():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from attnkit.adder.model import Seq2SeqConfig\n"
+        "from attnkit.adder.train import AdderTrainConfig, train_adder\n"
+        "tiny = Seq2SeqConfig(d_model=16, n_heads=2, d_ff=32)\n"
+        "train_adder(tiny, AdderTrainConfig(max_steps=2, eval_every=1, n_val=20), progress=False)\n"
+        "assert 'torch._dynamo' not in sys.modules, 'training imported torch._dynamo (70 MB)'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from ..core.checkpoint import save_checkpoint
 from ..core.outputs import check_output_file, check_replaceable
-from ..core.runtime import TrainResult, adamw, warmup_cosine
+from ..core.runtime import AdamW, TrainResult, warmup_cosine
 from .data import PAD, ProblemSampler, encode_sources, encode_targets, load_test_set, make_test_set, problem_keys
 from .evaluate import evaluate, greedy_correct
 from .model import Seq2SeqConfig, Seq2SeqTransformer
@@ -101,10 +101,11 @@ def train_adder(
     sampler = ProblemSampler(
         n, np.concatenate([test_keys, problem_keys(val_a, val_b, n)]), train_cfg.seed, train_cfg.p_short
     )
-    opt = adamw(model.parameters(), train_cfg.lr, 0.0, device)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: warmup_cosine(s, train_cfg.warmup_steps, train_cfg.max_steps, floor=0.1)
-    )
+
+    def schedule(k: int) -> float:
+        return warmup_cosine(k, train_cfg.warmup_steps, train_cfg.max_steps, floor=0.1)
+
+    opt = AdamW(model.parameters(), train_cfg.lr, 0.0, schedule)
 
     result = TrainResult(model)
     best_acc, best_state = -1.0, None
@@ -118,10 +119,9 @@ def train_adder(
             tgt = encode_targets(a + b, n, model_cfg.reverse_output).to(device)
             logits = model(src, tgt[:, :-1])
             loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), tgt[:, 1:].reshape(-1), ignore_index=PAD)
-            opt.zero_grad(set_to_none=True)
+            opt.zero_grad()
             loss.backward()
             opt.step()
-            sched.step()
             result.steps = step
             if step % train_cfg.eval_every == 0:
                 val_acc = float(greedy_correct(model, val_a, val_b).mean())

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from ..core.runtime import TrainResult, adamw, default_device, warmup_cosine
+from ..core.runtime import AdamW, TrainResult, default_device, warmup_cosine
 from .data import N_VALUES, NEGATIVES, make_train_set, pad_batch
 from .model import SortednessClassifier, SortednessConfig
 
@@ -63,8 +63,11 @@ def train_classifier(
     torch.manual_seed(train_cfg.seed)
     rng = np.random.default_rng(train_cfg.seed)
     model = SortednessClassifier(model_cfg).to(device)
-    opt = adamw(model.parameters(), train_cfg.lr, train_cfg.weight_decay, device)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_cosine(s, train_cfg.warmup_steps, train_cfg.steps))
+
+    def schedule(k: int) -> float:
+        return warmup_cosine(k, train_cfg.warmup_steps, train_cfg.steps)
+
+    opt = AdamW(model.parameters(), train_cfg.lr, train_cfg.weight_decay, schedule)
     all_tokens, _ = pad_batch(rows)  # (n, 16): pad once, index per step
     lengths = np.array([len(r) for r in rows])
     lo, hi = np.array([r.min() for r in rows]), np.array([r.max() for r in rows])
@@ -92,12 +95,11 @@ def train_classifier(
         y = torch.from_numpy(labels[idx]).to(device)
         logits = model(tokens, pad)
         loss = F.binary_cross_entropy_with_logits(logits, y)
-        opt.zero_grad(set_to_none=True)
+        opt.zero_grad()
         loss.backward()
         if train_cfg.clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.clip)
         opt.step()
-        sched.step()
         if step % 50 == 0 or step == train_cfg.steps - 1:
             acc = ((logits > 0).float() == y).float().mean().item()
             result.history.append({"step": step, "loss": loss.item(), "acc": acc})
