@@ -10,11 +10,17 @@ values, which nn.TransformerDecoder cannot, so the baseline reruns the decoder o
 
     python benchmarks/bench_adder.py            # everything (a few minutes on 2 cores)
     python benchmarks/bench_adder.py --quick    # evaluation speed only
+    python benchmarks/bench_adder.py --quick --before b6c1cdf   # and the fused path of that commit
 """
 
 import argparse
+import importlib.util
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -152,20 +158,43 @@ def main_as_it_was(model: Seq2SeqTransformer, src: torch.Tensor) -> torch.Tensor
         HookPoint.__call__ = shortcut  # type: ignore[method-assign]
 
 
-def quick(rounds: int = 5) -> None:
+def fused_path_at(commit: str):
+    """fused_greedy as attnkit/adder/fused.py had it at `commit` (taken from git, imported beside
+    today's package: its relative imports resolve to today's modules, which it only borrows from)."""
+    root = Path(__file__).resolve().parents[1]
+    source = subprocess.run(
+        ["git", "show", f"{commit}:attnkit/adder/fused.py"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "fused_before.py"
+        path.write_text(source)
+        spec = importlib.util.spec_from_file_location("attnkit.adder.fused_before", path)
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    return module.fused_greedy
+
+
+def quick(rounds: int = 5, before: str | None = None) -> None:
     """Evaluation of the 10,000 held-out sums by the committed adder, in one run and in turns:
     the kit's greedy, the kit's code as it was before the fused path, nn.Transformer of the same
-    size, and the matrix products alone (the floor)."""
+    size, and the matrix products alone (the floor); with `before`, also the fused path of that commit."""
     adder = Adder.load(device="cpu")
     model = adder.model.eval()
     a, b = load_test_set()
     src = encode_sources(a, b, model.cfg.n_digits, model.cfg.zero_pad)
-    same = torch.equal(model.greedy(src), main_as_it_was(model, src))
+    answers = model.greedy(src)
+    same = torch.equal(answers, main_as_it_was(model, src))
+    if before:
+        old_fused = fused_path_at(before)
+        print(f"the same 10,000 answers as the fused path at {before}: {torch.equal(answers, old_fused(model, src))}")
     baseline = TorchTransformerAdder(model.cfg).eval()
     floor, gflop = replay(linear_calls(model, src))  # recorded once, replayed every round
     variants = {
         "attnkit greedy": lambda: model.greedy(src),
         "before the fused path": lambda: main_as_it_was(model, src),
+        **({f"fused path at {before}": lambda: old_fused(model, src)} if before else {}),
         "nn.Transformer": lambda: baseline.greedy(src),
         "matrix products alone": floor,
     }
@@ -190,6 +219,7 @@ def quick(rounds: int = 5) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="evaluation speed only")
+    parser.add_argument("--before", metavar="COMMIT", help="with --quick: also the fused path of this commit, in turns")
     parser.add_argument(
         "--smoke",
         action="store_true",
@@ -199,7 +229,7 @@ def main() -> None:
     torch.manual_seed(0)
     cfg = Seq2SeqConfig()
     if args.quick or args.smoke:
-        return quick(rounds=1 if args.smoke else 5)
+        return quick(rounds=1 if args.smoke else 5, before=args.before)
     print(f"torch threads: {torch.get_num_threads()}")
     ours, theirs = eval_speed(Seq2SeqTransformer(cfg).eval()), eval_speed(TorchTransformerAdder(cfg).eval())
     print(

@@ -114,7 +114,8 @@ class AdamW:
         self.updates = 0
         device = self.params[0].device if self.params else torch.device("cpu")
         self.fallback = None
-        if device.type not in ("cpu", "cuda"):  # no fused kernel there
+        # no fused kernel on other devices; a torch older than the lock's may lack the op (a hub's own torch)
+        if device.type not in ("cpu", "cuda") or not hasattr(torch, "_fused_adamw_"):
             self.fallback = torch.optim.AdamW(self.params, lr=lr, weight_decay=weight_decay, betas=betas, eps=eps)
         # AdamW's state, created as fused=True creates it: a float32 step count beside each parameter
         self.step_counts = [torch.zeros((), dtype=torch.float32, device=p.device) for p in self.params]

@@ -44,13 +44,17 @@ from __future__ import annotations
 
 import math
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 import torch
 from torch import Tensor
 
 from ..adder.data import PAD, PLUS, operands_or_test_set
 from ..core.runtime import analysis_threads
+
+if TYPE_CHECKING:  # pandas (30 MB) loads when a table is made: notebook 05 plots without one
+    import pandas as pd
 
 KINDS = ("enc.self", "dec.self", "dec.cross")
 MEASURES = ("plus", "aligned", "carry", "prev", "diag", "entropy")
@@ -275,6 +279,8 @@ def roles_from_cache(cache: dict, reverse_output: bool = False) -> pd.DataFrame:
     dist = np.where(missing, np.inf, dist)
     typical = dist.argmin(0)  # (heads,)
 
+    import pandas as pd
+
     frame = pd.DataFrame(means, index=pd.Index(heads, name="head"), columns=list(MEASURES))
     parts = frame.index.str.rsplit(".", n=2, expand=True)
     frame.insert(0, "kind", [p[0] for p in parts])
@@ -289,6 +295,8 @@ def chance_levels(cache: dict, reverse_output: bool = False) -> pd.DataFrame:
     one row per attention kind: a measured share means something only well above this."""
     heads, sums, counts = per_sample_roles(cache, reverse_output, uniform=True)
     with np.errstate(invalid="ignore", divide="ignore"):
+        import pandas as pd
+
         table = pd.DataFrame({m: sums[m].sum(0) / counts[m].sum(0) for m in MEASURES}, index=heads)
     kinds = table.index.str.rsplit(".", n=2).str[0]
     return table.groupby(kinds, sort=False).first().rename_axis("kind")
