@@ -310,9 +310,8 @@ def test_notebook_pages(site, browser):
         loaded: set[Path] = set()
         page, outside, errors = open_offline(browser, path, loaded)
         try:
-            if page.locator("[data-attnkit-live]").count():
-                report[f"{path.stem} MB at load"] = check_page_weight(page, loaded, path.stem)
-            report[path.stem] = check_notebook_page(page, path.stem)
+            weight = check_page_weight(page, loaded, path.stem) if page.locator("[data-attnkit-live]").count() else None
+            report[path.stem] = check_notebook_page(page, path.stem) | ({"MB at load": weight} if weight else {})
             assert_accessible(page, path.name)
             page.screenshot(path=ARTIFACTS / f"site_{path.stem}.png")
             explorer = page.locator(".attnkit-explorer")
