@@ -6,8 +6,9 @@
  *   the classifier attnkit/sortedness/model.py (SortednessClassifier), attnkit/core/positional.py.
  * The weights come from docs/live_site.py, which writes each checkpoint's float32 tensors, base64, into a
  * script under _static/live/ that calls attnkitLive.addWeights (a script, not a fetch: a page opened from
- * file:// may not fetch). Activations are plain float64 numbers, one Float64Array per position; the
- * weights are the checkpoint's float32 values exactly. tests/test_site.py holds this file to PyTorch.
+ * file:// may not fetch). Activations are float64, a batch's rows in one Float64Array (see "building blocks");
+ * the weights are the checkpoint's float32 values exactly. tests/test_site.py holds this file to PyTorch, and
+ * benchmarks/bench_site.py times it.
  */
 (function (global) {
   "use strict";
@@ -191,8 +192,10 @@
           let total = 0; // softmax, shifted by the largest score
           for (let j = 0; j <= last; j++) total += (weights[j] = Math.exp(weights[j] - top));
           for (let j = 0; j <= last; j++) weights[j] /= total;
-          if (pattern !== null)
-            for (let j = 0, p = ((g * nHeads + h) * nq + i) * nk; j < nk; j++) pattern[p + j] = j <= last ? weights[j] : 0;
+          if (pattern !== null) {
+            const p = ((g * nHeads + h) * nq + i) * nk;
+            for (let j = 0; j < nk; j++) pattern[p + j] = j <= last ? weights[j] : 0;
+          }
           if (ablated) continue;
           for (let j = 0; j <= last; j++) { // z (same layout as q) += weight · v, one head's slice
             const vj = (g * kStride + j) * d + h * dh, wj = weights[j];
@@ -317,8 +320,10 @@
     encode(src, groups, off, patterns) {
       const n = groups * this.srcLen, d = this.cfg.d_model, ws = this.ws;
       const x = this.embed(ws.get("enc.x", n * d), this.src_pos, src, groups, this.srcLen, 0);
-      this.encoder.forEach((layer, L) =>
-        encoderLayer(ws, x, groups, this.srcLen, layer, { off: off[`enc.self.${L}`], pattern: patterns?.[`enc.self.${L}`] }));
+      this.encoder.forEach((layer, L) => {
+        const opts = { off: off[`enc.self.${L}`], pattern: patterns?.[`enc.self.${L}`] };
+        encoderLayer(ws, x, groups, this.srcLen, layer, opts);
+      });
       return layerNorm(ws.get("memory", n * d), x, n, this.ln_enc);
     }
 
@@ -349,7 +354,8 @@
           linear(crossV, memory, groups * S, layer.cross_attn.W_V);
         }
         const self = { causal: true, qStart: start, off: off[`dec.self.${L}`], pattern: patterns?.[`dec.self.${L}`] };
-        addInto(y, attention(out, ws, h, selfK, selfV, layer.self_attn, { groups, nq, nk: start + nq, kStride: T }, self), n * d);
+        const seen = { groups, nq, nk: start + nq, kStride: T }; // the positions decoded so far
+        addInto(y, attention(out, ws, h, selfK, selfV, layer.self_attn, seen, self), n * d);
         layerNorm(h, y, n, layer.ln_cross);
         const cross = { off: off[`dec.cross.${L}`], pattern: patterns?.[`dec.cross.${L}`] };
         addInto(y, attention(out, ws, h, crossK, crossV, layer.cross_attn, { groups, nq, nk: S }, cross), n * d);
@@ -364,8 +370,10 @@
       const key = Object.keys(off).filter((m) => m.startsWith("enc.")).map((m) => `${m}:${[...off[m]]}`).join(" ");
       if (this.kept?.key !== key || this.kept.memories.size > 100) this.kept = { key, memories: new Map() };
       const sources = src.join(" ");
-      if (!this.kept.memories.has(sources))
-        this.kept.memories.set(sources, this.encode(src, groups, off, null).slice(0, groups * this.srcLen * this.cfg.d_model));
+      if (!this.kept.memories.has(sources)) {
+        const memory = this.encode(src, groups, off, null);
+        this.kept.memories.set(sources, memory.slice(0, groups * this.srcLen * this.cfg.d_model));
+      }
       return this.kept.memories.get(sources);
     }
 
@@ -426,7 +434,10 @@
       if (end >= 0) tgt.fill(PAD, end);
       const S = this.srcLen, T = this.steps, shapes = {}, flat = {};
       for (let L = 0; L < this.cfg.n_enc_layers; L++) shapes[`enc.self.${L}`] = [S, S];
-      for (let L = 0; L < this.cfg.n_dec_layers; L++) Object.assign(shapes, { [`dec.self.${L}`]: [T, T], [`dec.cross.${L}`]: [T, S] });
+      for (let L = 0; L < this.cfg.n_dec_layers; L++) {
+        shapes[`dec.self.${L}`] = [T, T];
+        shapes[`dec.cross.${L}`] = [T, S];
+      }
       for (const [name, [nq, nk]] of Object.entries(shapes)) flat[name] = new Float64Array(H * nq * nk);
       this.decode(Int32Array.from(tgt), 1, T, 0, this.encode(src, 1, byModule, flat), byModule, flat);
       const patterns = {}, labels = (ids) => ids.filter((t) => t !== PAD).map((t) => VOCAB[t]);
