@@ -77,6 +77,56 @@ MATHJAX_CONFIG = f"""<script>window.MathJax = {{
 # (4.5:1) on its background; nbconvert's default (JupyterLab's editor colours) fails it for comments, numbers
 # and keywords such as `in`.
 CODE_STYLE = "a11y-high-contrast-light"
+# The frozen widgets' renderer (require.js and embed-amd.js, 3.7 MB with its icon font: more than the rest of a
+# page) loads only when a widget comes within 600 px of the viewport, so that a page with a live explorer
+# loads in under 5 MB (benchmarks/bench_site.py). nbconvert's template adds both at DOMContentLoaded; render()
+# puts this in their place. embed-amd.js renders at once when it arrives after the page's load event (its
+# embed-amd-render checks document.readyState), so a late load renders every widget. Also loaded at once: when the
+# address names an anchor the page does not have yet (it may be inside a widget), and before printing.
+LAZY_WIDGETS = f"""<script>
+(function () {{
+  var views = document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]');
+  var started = false, observer = null;
+  function add(src, then) {{
+    var script = document.createElement("script");
+    script.src = src;
+    script.onload = then || null;
+    document.body.appendChild(script);
+  }}
+  function start() {{
+    if (started) return;
+    started = true;
+    if (observer) observer.disconnect();
+    add("{REQUIRE_URL}", function () {{ add("{WIDGETS_URL}"); }});
+  }}
+  function anchor() {{
+    try {{ return decodeURIComponent(location.hash.slice(1)); }} catch (e) {{ return location.hash.slice(1); }}
+  }}
+  function startForAnchor() {{
+    var id = anchor(), tries = 0;
+    if (!id || document.getElementById(id)) return;
+    start();
+    var look = setInterval(function () {{  // once the widget holding it renders, go there
+      var target = document.getElementById(id);
+      if (target) target.scrollIntoView();
+      if (target || ++tries > 100) clearInterval(look);
+    }}, 100);
+  }}
+  if (!views.length) return;
+  if (!("IntersectionObserver" in window)) return start();
+  startForAnchor();
+  // From the load event on: before it, the figures above a widget have no height yet and every widget looks near.
+  window.addEventListener("load", function () {{
+    if (started) return;
+    observer = new IntersectionObserver(function (entries) {{
+      if (entries.some(function (e) {{ return e.isIntersecting; }})) start();
+    }}, {{rootMargin: "600px 0px"}});
+    views.forEach(function (view) {{ observer.observe(view.parentElement); }});
+  }});
+  window.addEventListener("hashchange", startForAnchor);
+  window.addEventListener("beforeprint", start);
+}}());
+</script>"""
 LIVE_NOTE = "moving them needs the live notebook"  # tests/test_site.py looks for this phrase
 KERNEL = "attnkit-site"  # a kernelspec made here, so the kernels run this very Python
 
@@ -268,6 +318,12 @@ def render(executed: str, stem: str, pages: list[str], commit: str) -> str:
 <aside class="attnkit-site-note">This page is <code>notebooks/{stem}.ipynb</code>, run top to bottom on the
 committed checkpoints (commit <code>{commit}</code>) with its outputs kept. {note}</aside>
 {explorer}"""
+    body, n_require = re.subn(rf'<script src="{re.escape(REQUIRE_URL)}"></script>', "", body)
+    renderer = r"<script>\s*\(function\(\) \{\s*function addWidgetsRenderer\(\).*?</script>\n?"
+    body, n_renderer = re.subn(renderer, "", body, flags=re.S)
+    assert n_require == 1 and n_renderer == int(widgets), "nbconvert's widget scripts changed: see LAZY_WIDGETS"
+    if widgets:
+        body = body.replace("</body>", LAZY_WIDGETS + "\n</body>", 1)
     body, n_head = re.subn(r"(<head[^>]*>)", lambda m: m.group(1) + MATHJAX_CONFIG, body, count=1)
     body = body.replace("</head>", f'<link rel="stylesheet" href="{STATIC}/site.css">\n</head>', 1)
     body, n_body = re.subn(r"(<body[^>]*>)", lambda m: m.group(1) + banner, body, count=1)

@@ -22,7 +22,7 @@ LIVE = ROOT / "docs" / "live"  # the explorers' JavaScript, copied as is
 SCRIPTS = ("attnkit-live.js", "attnkit-explorers.js")
 FOLDER = "_static/live"
 ENCODINGS = ("sinusoidal", "learned", "none", "relative", "rope", "alibi")  # the order of notebook 05
-SAMPLE_EVERY = 50  # the exact match in the page: every 50th held-out sum, 200 of them (about 2 s)
+SAMPLE_EVERY = 50  # the exact match in the page: every 50th held-out sum, 200 of them (bench_site.py times a toggle)
 MAX_LEN = 256  # the longest sequence the sortedness explorer takes: the longest test length
 PAGES = {"03": "adder", "04": "ablation", "05": "sortedness"}  # notebook prefix -> explorer
 

@@ -25,6 +25,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 import pytest
 
@@ -44,6 +46,7 @@ WIDGET_VIEW = "script[type='application/vnd.jupyter.widget-view+json']"
 # a file:// page; the page then adds them from a script (docs/build_site.py: SPEECH_MAPS).
 SPEECH_MAPS_XHR = "/_static/mathjax/extensions/a11y/mathmaps/en.js"
 LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")  # none of them leaves the machine
+PAGE_BYTES = 5_000_000  # a page with a live explorer, at load (issue 39; benchmarks/bench_site.py measures it)
 
 
 @pytest.fixture(scope="module")
@@ -90,12 +93,18 @@ def browser(chromium):
             browser.close()
 
 
-def open_offline(browser, path: Path):
-    """The page, loaded with the network off; (page, requests that left the machine, script errors)."""
+def open_offline(browser, path: Path, loaded: set[Path] | None = None):
+    """The page, loaded with the network off; (page, requests that left the machine, script errors).
+    `loaded`, when given, collects the files the page reads."""
     context = browser.new_context(offline=True, viewport={"width": 1300, "height": 1000})
     page = context.new_page()
     outside, errors = [], []
     page.on("request", lambda r: outside.append(r.url) if not r.url.startswith(LOCAL_SCHEMES) else None)
+    if loaded is not None:
+        page.on(
+            "requestfinished",
+            lambda r: loaded.add(Path(url2pathname(urlparse(r.url).path))) if r.url.startswith("file:") else None,
+        )
     page.on("pageerror", lambda e: errors.append(str(e)))
     # A file the page needs that the site lacks (a font, a MathJax piece) is an error too, except
     # MathJax's look for its TeX fonts: the bundled build (the classic notebook's) carries STIX-Web
@@ -235,6 +244,8 @@ def check_notebook_page(page, stem: str) -> dict:
     """Wait for widgets and math, then check what rendered; returns counts for the report."""
     views = page.locator(WIDGET_VIEW).count()
     if views:  # html-manager renders each view into a .widget-subarea just before its <script>
+        # Its renderer loads when a widget comes near the viewport (docs/build_site.py LAZY_WIDGETS): go there.
+        page.locator(WIDGET_VIEW).first.evaluate("v => v.parentElement.scrollIntoView()")
         page.wait_for_function(
             "n => document.querySelectorAll('.widget-subarea > *').length >= n", arg=views, timeout=60_000
         )
@@ -273,15 +284,34 @@ def check_notebook_page(page, stem: str) -> dict:
     return {"figures": len(images), "widget views": views, "formulas": formulas}
 
 
+def check_page_weight(page, loaded: set[Path], stem: str) -> float:
+    """A page with a live explorer loads at most PAGE_BYTES (its explorer started, MathJax done), the frozen
+    widgets' renderer not among them until a widget comes near (docs/build_site.py LAZY_WIDGETS); in MB."""
+    page.wait_for_function("() => window.attnkitExplorers && Object.keys(window.attnkitExplorers).length")
+    page.evaluate("() => Promise.all(Object.values(window.attnkitExplorers))")
+    page.wait_for_function(
+        "() => !window.MathJax || (MathJax.Hub && MathJax.Hub.queue.running === 0 && MathJax.Hub.queue.pending === 0)",
+        timeout=60_000,
+    )
+    page.wait_for_load_state("networkidle")
+    files = [f for f in set(loaded) if f.is_file()]
+    assert not [f for f in files if f.name == "embed-amd.js"], f"{stem}: the widget renderer loaded with the page"
+    total = sum(f.stat().st_size for f in files)
+    assert total <= PAGE_BYTES, f"{stem}: {total / 1e6:.2f} MB loaded, over {PAGE_BYTES / 1e6:.0f} MB"
+    return round(total / 1e6, 2)
+
+
 def test_notebook_pages(site, browser):
     ARTIFACTS.mkdir(exist_ok=True)
     report = {}
     for path in notebook_pages(site):
         if LIVE_ONLY_CLASS in path.read_text(encoding="utf-8")[:2000]:
             continue  # its explorer only: test_live_* below
-        page, outside, errors = open_offline(browser, path)
+        loaded: set[Path] = set()
+        page, outside, errors = open_offline(browser, path, loaded)
         try:
-            report[path.stem] = check_notebook_page(page, path.stem)
+            weight = check_page_weight(page, loaded, path.stem) if page.locator("[data-attnkit-live]").count() else None
+            report[path.stem] = check_notebook_page(page, path.stem) | ({"MB at load": weight} if weight else {})
             assert_accessible(page, path.name)
             page.screenshot(path=ARTIFACTS / f"site_{path.stem}.png")
             explorer = page.locator(".attnkit-explorer")

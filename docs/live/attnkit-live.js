@@ -6,8 +6,9 @@
  *   the classifier attnkit/sortedness/model.py (SortednessClassifier), attnkit/core/positional.py.
  * The weights come from docs/live_site.py, which writes each checkpoint's float32 tensors, base64, into a
  * script under _static/live/ that calls attnkitLive.addWeights (a script, not a fetch: a page opened from
- * file:// may not fetch). Activations are plain float64 numbers, one Float64Array per position; the
- * weights are the checkpoint's float32 values exactly. tests/test_site.py holds this file to PyTorch.
+ * file:// may not fetch). Activations are float64, a batch's rows in one Float64Array (see "building blocks");
+ * the weights are the checkpoint's float32 values exactly. tests/test_site.py holds this file to PyTorch, and
+ * benchmarks/bench_site.py times it.
  */
 (function (global) {
   "use strict";
@@ -48,40 +49,93 @@
     });
   }
 
+
   // ------------------------------------------------------------------ building blocks
-  /** y = W x + b, W stored (out, in) row-major as nn.Linear keeps it. */
-  function linear(x, W, b) {
-    const n = x.length, m = W.length / n, y = new Float64Array(m);
-    for (let i = 0; i < m; i++) {
-      let s = b ? b[i] : 0;
-      for (let j = 0, o = i * n; j < n; j++) s += W[o + j] * x[j];
-      y[i] = s;
+  // An activation is a matrix of rows, row-major in one Float64Array: (batch·positions, width), PyTorch's
+  // (batch, pos, d_model) tensor flattened. Each block writes into a buffer it is given and returns it, so that
+  // a forward pass allocates nothing once its buffers exist (Workspace), and a batch of sums runs as one pass.
+
+  /** Buffers kept from one forward pass to the next: get(name, size) returns the same Float64Array each time
+   * (its first `size` values are the ones used), a larger one when a bigger batch needs it. */
+  class Workspace {
+    constructor() { this.buffers = {}; }
+    get(name, size) {
+      const b = this.buffers[name];
+      return b && b.length >= size ? b : (this.buffers[name] = new Float64Array(size));
     }
-    return y;
   }
 
-  /** nn.LayerNorm: biased variance, eps 1e-5. */
-  function layerNorm(x, g, b) {
-    const n = x.length;
-    let mean = 0, v = 0;
-    for (let i = 0; i < n; i++) mean += x[i];
-    mean /= n;
-    for (let i = 0; i < n; i++) v += (x[i] - mean) ** 2;
-    const r = 1 / Math.sqrt(v / n + 1e-5), y = new Float64Array(n);
-    for (let i = 0; i < n; i++) y[i] = (x[i] - mean) * r * g[i] + b[i];
-    return y;
+  /** nn.Linear's weights, looked up once: W stored (out, in) row-major as PyTorch keeps it, and b. */
+  function linearOf(w, name) {
+    const W = w(`${name}.weight`), b = w(`${name}.bias`);
+    return { W, b, nIn: W.length / b.length, nOut: b.length };
   }
 
-  /** erf to ~1e-14: its Taylor series near 0, the continued fraction of erfc further out (JS has no Math.erf). */
+  /** nn.Linear on n rows: out[r] = W · x[r] + b. Four outputs at a time: each value of x is read once for four
+   * rows of W (twice as fast in V8 as one output at a time); each output's sum runs in the same order either way. */
+  function linear(out, x, n, { W, b, nIn, nOut }) {
+    for (let r = 0; r < n; r++) {
+      const xr = r * nIn, or = r * nOut;
+      let i = 0;
+      for (; i + 4 <= nOut; i += 4) {
+        const w0 = i * nIn, w1 = w0 + nIn, w2 = w1 + nIn, w3 = w2 + nIn;
+        let s0 = b[i], s1 = b[i + 1], s2 = b[i + 2], s3 = b[i + 3];
+        for (let j = 0; j < nIn; j++) {
+          const xj = x[xr + j];
+          s0 += W[w0 + j] * xj;
+          s1 += W[w1 + j] * xj;
+          s2 += W[w2 + j] * xj;
+          s3 += W[w3 + j] * xj;
+        }
+        out[or + i] = s0;
+        out[or + i + 1] = s1;
+        out[or + i + 2] = s2;
+        out[or + i + 3] = s3;
+      }
+      for (; i < nOut; i++) { // the last nOut % 4 outputs (the adder's 14 logits, the classifier's one score)
+        let s = b[i];
+        for (let j = 0, wi = i * nIn; j < nIn; j++) s += W[wi + j] * x[xr + j];
+        out[or + i] = s;
+      }
+    }
+    return out;
+  }
+
+  const layerNormOf = (w, name) => ({ g: w(`${name}.weight`), b: w(`${name}.bias`) });
+
+  /** nn.LayerNorm on n rows: biased variance, eps 1e-5. */
+  function layerNorm(out, x, n, { g, b }) {
+    const d = g.length;
+    for (let r = 0; r < n; r++) {
+      const o = r * d;
+      let mean = 0, v = 0;
+      for (let i = 0; i < d; i++) mean += x[o + i];
+      mean /= d;
+      for (let i = 0; i < d; i++) v += (x[o + i] - mean) ** 2;
+      const inv = 1 / Math.sqrt(v / d + 1e-5);
+      for (let i = 0; i < d; i++) out[o + i] = (x[o + i] - mean) * inv * g[i] + b[i];
+    }
+    return out;
+  }
+
+  /** x += y over the first `size` values: the residual stream. */
+  function addInto(x, y, size) {
+    for (let i = 0; i < size; i++) x[i] += y[i];
+  }
+
+  // erf's Taylor series, erf(a) = 2/√π · a · Σ c_n a^2n with c_n = (-1)^n / (n!·(2n+1)): its coefficients, once.
+  const ERF_SERIES = [1];
+  for (let n = 1; n < 46; n++) ERF_SERIES.push((ERF_SERIES[n - 1] * -(2 * n - 1)) / (n * (2 * n + 1)));
+
+  /** erf to ~1e-14 (JS has no Math.erf): below 2.5 its Taylor series by Horner's rule, with as many terms as `a`
+   * needs; further out the continued fraction of erfc. */
   function erf(x) {
     const a = Math.abs(x);
     if (a < 2.5) {
-      let term = a, sum = a;
-      for (let n = 1; n < 80 && Math.abs(term) > 1e-17 * Math.abs(sum); n++) {
-        term *= (-a * a) / n;
-        sum += term / (2 * n + 1);
-      }
-      return Math.sign(x) * sum * 2 / Math.sqrt(Math.PI);
+      const a2 = a * a, terms = a < 0.5 ? 12 : a < 1 ? 18 : a < 1.5 ? 26 : a < 2 ? 35 : 46;
+      let sum = ERF_SERIES[terms - 1];
+      for (let n = terms - 2; n >= 0; n--) sum = sum * a2 + ERF_SERIES[n];
+      return Math.sign(x) * a * sum * (2 / Math.sqrt(Math.PI));
     }
     let f = a;
     for (let n = 60; n >= 1; n--) f = a + n / 2 / f; // erfc(a) = e^(-a²)/√π · 1/(a + (1/2)/(a + 1/(a + …)))
@@ -91,77 +145,112 @@
   /** nn.GELU() (exact, not the tanh approximation): x·Φ(x). */
   const gelu = (x) => 0.5 * x * (1 + erf(x / Math.SQRT2));
 
-  /** FeedForward (core/blocks.py): Linear -> GELU -> Linear. */
-  function feedForward(w, p, x) {
-    return linear(linear(x, w(p + "0.weight"), w(p + "0.bias")).map(gelu), w(p + "2.weight"), w(p + "2.bias"));
+  const feedForwardOf = (w, p) => ({ up: linearOf(w, `${p}.0`), down: linearOf(w, `${p}.2`) });
+
+  /** FeedForward (core/blocks.py) on n rows: Linear -> GELU -> Linear. */
+  function feedForward(out, ws, x, n, { up, down }) {
+    const hidden = linear(ws.get("ff.hidden", n * up.nOut), x, n, up);
+    for (let i = 0; i < n * up.nOut; i++) hidden[i] = gelu(hidden[i]);
+    return linear(out, hidden, n, down);
   }
 
-  const add = (a, b) => a.map((v, i) => v + b[i]);
+  const attentionOf = (w, p, nHeads) => ({
+    nHeads, W_Q: linearOf(w, `${p}.W_Q`), W_K: linearOf(w, `${p}.W_K`), W_V: linearOf(w, `${p}.W_V`),
+    W_O: linearOf(w, `${p}.W_O`),
+  });
 
   /**
-   * MultiHeadAttention (core/attention.py) for the query rows xq over keys and values kv = project(…):
-   * softmax(q·kᵀ/√d_head + bias) · v per head, each head's z then W_O. Returns the output rows and
-   * pattern[head][q][k]. opts: allowed(i, j) (a mask: causal), bias(h, i, j) (ALiBi, relative buckets),
-   * rotary(vector, pos) (RoPE on q and k), off: the heads whose z is zeroed before W_O (ablation).
+   * scaled_dot_product_attention (core/attention.py) for `groups` sequences side by side (a batch): per group and
+   * head (a slice of d_head along the width d), pattern = softmax(q/√d_head · kᵀ + bias), z = pattern · v. Group
+   * g's nq query rows start at row g·nq of q and z, its nk key and value rows at row g·kStride of k and v. q is
+   * scaled in place. opts: causal (query i, at position qStart + i, sees keys j ≤ qStart + i; the later ones get
+   * weight 0), bias(h, i, j) (ALiBi, relative buckets), off (a Set of heads whose z stays 0: zero ablation, before
+   * W_O), pattern (a Float64Array (groups, heads, nq, nk) to keep the weights in).
    */
-  function attention(w, p, xq, kv, nHeads, opts = {}) {
-    const q = xq.map((x) => linear(x, w(p + "W_Q.weight"), w(p + "W_Q.bias"))), { k, v } = kv;
-    const d = q[0].length, dh = d / nHeads, scale = 1 / Math.sqrt(dh);
-    const head = (row, h, pos) => {
-      const part = row.subarray(h * dh, (h + 1) * dh);
-      return opts.rotary ? opts.rotary(part, pos) : part;
-    };
-    const pattern = [], z = xq.map(() => new Float64Array(d));
-    for (let h = 0; h < nHeads; h++) {
-      const kh = k.map((row, j) => head(row, h, j));
-      const rows = [];
-      for (let i = 0; i < q.length; i++) {
-        const qh = head(q[i], h, opts.qStart ? opts.qStart + i : i);
-        const scores = kh.map((kj, j) => {
-          if (opts.allowed && !opts.allowed(i, j)) return -Infinity;
-          let s = 0;
-          for (let c = 0; c < dh; c++) s += qh[c] * scale * kj[c];
-          return opts.bias ? s + opts.bias(h, i, j) : s;
-        });
-        const top = Math.max(...scores);
-        const e = scores.map((s) => Math.exp(s - top)), total = e.reduce((a, b) => a + b, 0);
-        const weights = e.map((x) => x / total);
-        rows.push(weights);
-        if (opts.off && opts.off.has(h)) continue; // ablated: this head's z stays 0
-        for (let j = 0; j < weights.length; j++)
-          for (let c = 0; c < dh; c++) z[i][h * dh + c] += weights[j] * v[j][h * dh + c];
-      }
-      pattern.push(rows);
+  function attend(ws, z, q, k, v, { groups, nq, nk, kStride = nk, nHeads, d }, opts) {
+    const { causal = false, qStart = 0, bias = null, off = null, pattern = null } = opts;
+    const dh = d / nHeads, scale = Math.sqrt(dh), weights = ws.get("attend.weights", nk);
+    for (let i = 0; i < groups * nq * d; i++) {
+      q[i] /= scale;
+      z[i] = 0;
     }
-    return { out: z.map((zi) => linear(zi, w(p + "W_O.weight"), w(p + "W_O.bias"))), pattern };
+    for (let g = 0; g < groups; g++)
+      for (let h = 0; h < nHeads; h++) {
+        const ablated = off !== null && off.has(h);
+        if (ablated && pattern === null) continue; // nothing to compute: its z stays 0
+        for (let i = 0; i < nq; i++) {
+          const qi = (g * nq + i) * d + h * dh, last = causal ? Math.min(nk - 1, qStart + i) : nk - 1;
+          let top = -Infinity;
+          for (let j = 0; j <= last; j++) {
+            const kj = (g * kStride + j) * d + h * dh;
+            let s = 0;
+            for (let c = 0; c < dh; c++) s += q[qi + c] * k[kj + c];
+            if (bias !== null) s += bias(h, qStart + i, j);
+            weights[j] = s;
+            if (s > top) top = s;
+          }
+          let total = 0; // softmax, shifted by the largest score
+          for (let j = 0; j <= last; j++) total += (weights[j] = Math.exp(weights[j] - top));
+          for (let j = 0; j <= last; j++) weights[j] /= total;
+          if (pattern !== null) {
+            const p = ((g * nHeads + h) * nq + i) * nk;
+            for (let j = 0; j < nk; j++) pattern[p + j] = j <= last ? weights[j] : 0;
+          }
+          if (ablated) continue;
+          for (let j = 0; j <= last; j++) { // z (same layout as q) += weight · v, one head's slice
+            const vj = (g * kStride + j) * d + h * dh, wj = weights[j];
+            for (let c = 0; c < dh; c++) z[qi + c] += wj * v[vj + c];
+          }
+        }
+      }
+    return z;
   }
 
-  /** MultiHeadAttention.project_kv: the key and value rows of xkv (kept while decoding, as model.py's state). */
-  function project(w, p, xkv) {
-    return {
-      k: xkv.map((x) => linear(x, w(p + "W_K.weight"), w(p + "W_K.bias"))),
-      v: xkv.map((x) => linear(x, w(p + "W_V.weight"), w(p + "W_V.bias"))),
-    };
+  /**
+   * MultiHeadAttention.forward (core/attention.py): the query rows x (groups·nq of them) through W_Q, attend over
+   * keys and values k, v already projected (project_kv: the decoder keeps them), then W_O into out. shape and opts
+   * as attend's; opts.rotary(rows, groups, nPos, nHeads, d) turns the queries as RoPE does (the keys were turned
+   * by the caller).
+   */
+  function attention(out, ws, x, k, v, mha, shape, opts = {}) {
+    const n = shape.groups * shape.nq, d = mha.W_Q.nOut;
+    const q = linear(ws.get("attn.q", n * d), x, n, mha.W_Q);
+    if (opts.rotary) opts.rotary(q, shape.groups, shape.nq, mha.nHeads, d);
+    const z = attend(ws, ws.get("attn.z", n * d), q, k, v, { ...shape, nHeads: mha.nHeads, d }, opts);
+    return linear(out, z, n, mha.W_O);
   }
 
-  /** EncoderLayer (core/blocks.py), pre-LayerNorm: x + attn(LN(x)), then + FF(LN(·)). */
-  function encoderLayer(w, p, x, nHeads, opts) {
-    const ln = x.map((r) => layerNorm(r, w(p + "ln_attn.weight"), w(p + "ln_attn.bias")));
-    const a = attention(w, p + "self_attn.", ln, project(w, p + "self_attn.", ln), nHeads, opts);
-    x = x.map((r, i) => add(r, a.out[i]));
-    x = x.map((r) => add(r, feedForward(w, p + "ff.", layerNorm(r, w(p + "ln_ff.weight"), w(p + "ln_ff.bias")))));
-    return { x, pattern: a.pattern };
+  const encoderLayerOf = (w, p, nHeads) => ({
+    ln_attn: layerNormOf(w, `${p}.ln_attn`), self_attn: attentionOf(w, `${p}.self_attn`, nHeads),
+    ln_ff: layerNormOf(w, `${p}.ln_ff`), ff: feedForwardOf(w, `${p}.ff`),
+  });
+
+  /** EncoderLayer (core/blocks.py), pre-LayerNorm, on `groups` sequences of nPos rows: x += attention(LN(x)), then
+   * x += FF(LN(x)), x updated in place. opts as attention's (off, pattern, bias, rotary). */
+  function encoderLayer(ws, x, groups, nPos, layer, opts = {}) {
+    const n = groups * nPos, d = layer.ln_attn.g.length, a = layer.self_attn, out = ws.get("enc.out", n * d);
+    const h = layerNorm(ws.get("enc.ln", n * d), x, n, layer.ln_attn);
+    const k = linear(ws.get("enc.k", n * d), h, n, a.W_K), v = linear(ws.get("enc.v", n * d), h, n, a.W_V);
+    if (opts.rotary) opts.rotary(k, groups, nPos, a.nHeads, d);
+    addInto(x, attention(out, ws, h, k, v, a, { groups, nq: nPos, nk: nPos }, opts), n * d);
+    addInto(x, feedForward(out, ws, layerNorm(h, x, n, layer.ln_ff), n, layer.ff), n * d);
   }
 
-  const row = (table, i, d) => Float64Array.from(table.subarray(i * d, (i + 1) * d));
+  /** A kept pattern (heads, nq, nk), flat, as nested arrays pattern[head][q][k] (for the heatmap, and the tests). */
+  const nested = (flat, nHeads, nq, nk) =>
+    Array.from({ length: nHeads }, (_, h) =>
+      Array.from({ length: nq }, (_, i) => Array.from(flat.subarray((h * nq + i) * nk, (h * nq + i + 1) * nk))));
+
+  const range = (n) => [...Array(n).keys()];
 
   // ------------------------------------------------------------------ the adder (attnkit/adder)
   const PLUS = 10, BOS = 11, EOS = 12, PAD = 13; // adder/data.py: a digit's id is the digit
   const VOCAB = [..."0123456789+", "<s>", "</s>", "<pad>"];
+  const BATCH = 50; // sums side by side in one pass (8 to 200 ran alike here; the explorer yields between slices)
 
   /** head ids as the kit names them: "enc.self.L.H", "dec.self.L.H", "dec.cross.L.H" (model.heads' order) */
   function adderHeads(cfg) {
-    const ids = [], each = (kind, L) => [...Array(cfg.n_heads).keys()].forEach((h) => ids.push(`${kind}.${L}.${h}`));
+    const ids = [], each = (kind, L) => range(cfg.n_heads).forEach((h) => ids.push(`${kind}.${L}.${h}`));
     for (let L = 0; L < cfg.n_enc_layers; L++) each("enc.self", L);
     for (let L = 0; L < cfg.n_dec_layers; L++) { each("dec.self", L); each("dec.cross", L); }
     return ids;
@@ -179,10 +268,24 @@
 
   class Adder {
     constructor(model) {
-      this.cfg = model.config;
-      this.w = model.tensor;
-      this.heads = adderHeads(this.cfg);
+      const cfg = (this.cfg = model.config), w = model.tensor, H = cfg.n_heads;
+      this.heads = adderHeads(cfg);
       this.sample = model.extra.sample || []; // held-out sums "a+b=sum" for the exact match
+      this.srcLen = 2 * cfg.n_digits + 1; // "005+005"
+      this.steps = cfg.n_digits + 2; // max_tgt_len - 1 greedy steps: the digits of the sum, then </s>
+      this.tok_embed = w("tok_embed.weight");
+      this.src_pos = w("src_pos.weight");
+      this.tgt_pos = w("tgt_pos.weight");
+      this.encoder = range(cfg.n_enc_layers).map((L) => encoderLayerOf(w, `encoder.${L}`, H));
+      this.decoder = range(cfg.n_dec_layers).map((L) => ({
+        ln_self: layerNormOf(w, `decoder.${L}.ln_self`), self_attn: attentionOf(w, `decoder.${L}.self_attn`, H),
+        ln_cross: layerNormOf(w, `decoder.${L}.ln_cross`), cross_attn: attentionOf(w, `decoder.${L}.cross_attn`, H),
+        ln_ff: layerNormOf(w, `decoder.${L}.ln_ff`), ff: feedForwardOf(w, `decoder.${L}.ff`),
+      }));
+      this.ln_enc = layerNormOf(w, "ln_enc");
+      this.ln_dec = layerNormOf(w, "ln_dec");
+      this.unembed = linearOf(w, "unembed");
+      this.ws = new Workspace();
     }
 
     /** encode_sources with zero_pad: "5+5" is read as "005+005", 2·n_digits+1 tokens, no padding. */
@@ -193,12 +296,16 @@
       return { ids: [...`${p.a.padStart(n, "0")}+${p.b.padStart(n, "0")}`].map((c) => (c === "+" ? PLUS : +c)) };
     }
 
-    embed(table, ids, start) {
+    /** tok_embed(ids) + pos(start + position) for `groups` sequences of nPos tokens, into out. */
+    embed(out, pos, ids, groups, nPos, start) {
       const d = this.cfg.d_model;
-      return ids.map((t, i) => add(row(this.w("tok_embed.weight"), t, d), row(this.w(table), start + i, d)));
+      for (let r = 0; r < groups * nPos; r++)
+        for (let c = 0, t = ids[r] * d, p = (start + (r % nPos)) * d; c < d; c++)
+          out[r * d + c] = this.tok_embed[t + c] + pos[p + c];
+      return out;
     }
 
-    /** off: Set of head ids -> {"enc.self.0": Set of head indices} */
+    /** off: head ids -> {"enc.self.0": Set of head indices, …} */
     static offByModule(off) {
       const out = {};
       for (const id of off || []) {
@@ -208,72 +315,109 @@
       return out;
     }
 
-    /** Seq2SeqTransformer.encode: the memory rows and each layer's pattern. */
-    encode(src, off) {
-      const cfg = this.cfg, byModule = Adder.offByModule(off), patterns = {};
-      let x = this.embed("src_pos.weight", src, 0);
-      for (let L = 0; L < cfg.n_enc_layers; L++) {
-        const r = encoderLayer(this.w, `encoder.${L}.`, x, cfg.n_heads, { off: byModule[`enc.self.${L}`] });
-        x = r.x;
-        patterns[`enc.self.${L}`] = r.pattern;
-      }
-      return { memory: x.map((r) => layerNorm(r, this.w("ln_enc.weight"), this.w("ln_enc.bias"))), patterns };
+    /** Seq2SeqTransformer.encode for `groups` sources of srcLen tokens side by side: the memory rows (after ln_enc).
+     * off: offByModule's; patterns: {"enc.self.L": Float64Array (groups, heads, q, k)} to fill, or null. */
+    encode(src, groups, off, patterns) {
+      const n = groups * this.srcLen, d = this.cfg.d_model, ws = this.ws;
+      const x = this.embed(ws.get("enc.x", n * d), this.src_pos, src, groups, this.srcLen, 0);
+      this.encoder.forEach((layer, L) => {
+        const opts = { off: off[`enc.self.${L}`], pattern: patterns?.[`enc.self.${L}`] };
+        encoderLayer(ws, x, groups, this.srcLen, layer, opts);
+      });
+      return layerNorm(ws.get("memory", n * d), x, n, this.ln_enc);
     }
 
     /**
-     * Seq2SeqTransformer.decode over the target rows y (positions start, start+1, …), each DecoderLayer
-     * pre-LN: + causal self-attention, + cross-attention over the memory, + feed-forward. `state` holds each
-     * layer's keys and values: of the earlier positions (incremental decoding) and of the memory, as model.py's.
+     * Seq2SeqTransformer.decode for `groups` targets of nq tokens at positions start, start+1, …: each DecoderLayer
+     * pre-LN (+ causal self-attention, + cross-attention over the memory, + feed-forward), then ln_dec and unembed;
+     * returns the logits rows. Each layer keeps its keys and values as model.py's `state` does: of every position
+     * decoded so far (so a greedy step feeds only the newest token), and of the memory, projected at start 0.
      */
-    decode(tgt, memory, off, states, start) {
-      const cfg = this.cfg, w = this.w, byModule = Adder.offByModule(off), patterns = {};
-      let y = this.embed("tgt_pos.weight", tgt, start);
-      for (let L = 0; L < cfg.n_dec_layers; L++) {
-        const p = `decoder.${L}.`, ln = (r, name) => layerNorm(r, w(`${p}${name}.weight`), w(`${p}${name}.bias`));
-        const h = y.map((r) => ln(r, "ln_self")), state = (states[L] = states[L] || {});
-        const now = project(w, p + "self_attn.", h);
-        state.self = state.self ? { k: state.self.k.concat(now.k), v: state.self.v.concat(now.v) } : now;
-        state.cross = state.cross || project(w, p + "cross_attn.", memory); // the memory never changes
-        const self = attention(w, p + "self_attn.", h, state.self, cfg.n_heads, {
-          allowed: (i, j) => j <= start + i, // causal: a digit sees <s> and the digits before it
-          off: byModule[`dec.self.${L}`],
-        });
-        y = y.map((r, i) => add(r, self.out[i]));
-        const cross = attention(w, p + "cross_attn.", y.map((r) => ln(r, "ln_cross")), state.cross, cfg.n_heads, {
-          off: byModule[`dec.cross.${L}`],
-        });
-        y = y.map((r, i) => add(r, cross.out[i]));
-        y = y.map((r) => add(r, feedForward(w, p + "ff.", ln(r, "ln_ff"))));
-        patterns[`dec.self.${L}`] = self.pattern;
-        patterns[`dec.cross.${L}`] = cross.pattern;
-      }
-      const logits = y.map((r) => linear(layerNorm(r, w("ln_dec.weight"), w("ln_dec.bias")), w("unembed.weight"), w("unembed.bias")));
-      return { logits, patterns };
+    decode(tgt, groups, nq, start, memory, off, patterns) {
+      const d = this.cfg.d_model, ws = this.ws, n = groups * nq, T = this.steps, S = this.srcLen;
+      const y = this.embed(ws.get("dec.y", n * d), this.tgt_pos, tgt, groups, nq, start);
+      const h = ws.get("dec.ln", n * d), out = ws.get("dec.out", n * d);
+      const k = ws.get("dec.k", n * d), v = ws.get("dec.v", n * d);
+      this.decoder.forEach((layer, L) => {
+        const selfK = ws.get(`dec.self.k.${L}`, groups * T * d), selfV = ws.get(`dec.self.v.${L}`, groups * T * d);
+        const crossK = ws.get(`dec.cross.k.${L}`, groups * S * d), crossV = ws.get(`dec.cross.v.${L}`, groups * S * d);
+        layerNorm(h, y, n, layer.ln_self);
+        linear(k, h, n, layer.self_attn.W_K);
+        linear(v, h, n, layer.self_attn.W_V);
+        for (let g = 0; g < groups; g++) // kept: group g's keys and values at rows g·T + start …
+          for (let i = 0, from = g * nq * d, to = (g * T + start) * d; i < nq * d; i++) {
+            selfK[to + i] = k[from + i];
+            selfV[to + i] = v[from + i];
+          }
+        if (start === 0) { // the memory never changes: project it once
+          linear(crossK, memory, groups * S, layer.cross_attn.W_K);
+          linear(crossV, memory, groups * S, layer.cross_attn.W_V);
+        }
+        const self = { causal: true, qStart: start, off: off[`dec.self.${L}`], pattern: patterns?.[`dec.self.${L}`] };
+        const seen = { groups, nq, nk: start + nq, kStride: T }; // the positions decoded so far
+        addInto(y, attention(out, ws, h, selfK, selfV, layer.self_attn, seen, self), n * d);
+        layerNorm(h, y, n, layer.ln_cross);
+        const cross = { off: off[`dec.cross.${L}`], pattern: patterns?.[`dec.cross.${L}`] };
+        addInto(y, attention(out, ws, h, crossK, crossV, layer.cross_attn, { groups, nq, nk: S }, cross), n * d);
+        addInto(y, feedForward(out, ws, layerNorm(h, y, n, layer.ln_ff), n, layer.ff), n * d);
+      });
+      return linear(ws.get("dec.logits", n * this.unembed.nOut), layerNorm(h, y, n, this.ln_dec), n, this.unembed);
     }
 
-    /** Seq2SeqTransformer.greedy: max_tgt_len - 1 steps, each the argmax of the newest position (no early stop). */
-    greedy(src, off) {
-      const { memory } = this.encode(src, off), states = [], out = [];
-      let token = BOS;
-      for (let t = 0; t < this.cfg.n_digits + 2; t++) {
-        const logits = this.decode([token], memory, off, states, t).logits[0];
-        token = logits.indexOf(Math.max(...logits)); // torch's argmax: the first of equal maxima
-        out.push(token);
+    /** encode(src) with the heads `off`, kept: it depends on the encoder's heads only, so switching a decoder head
+     * (16 of the 24) reuses it and recomputes only the decoder, half the work. Kept for one set of encoder heads. */
+    memoryOf(src, groups, off) {
+      const key = Object.keys(off).filter((m) => m.startsWith("enc.")).map((m) => `${m}:${[...off[m]]}`).join(" ");
+      if (this.kept?.key !== key || this.kept.memories.size > 100) this.kept = { key, memories: new Map() };
+      const sources = src.join(" ");
+      if (!this.kept.memories.has(sources)) {
+        const memory = this.encode(src, groups, off, null);
+        this.kept.memories.set(sources, memory.slice(0, groups * this.srcLen * this.cfg.d_model));
+      }
+      return this.kept.memories.get(sources);
+    }
+
+    /** Seq2SeqTransformer.greedy for `groups` sources side by side: `steps` tokens each (no early stop), each the
+     * argmax of the newest position's logits; an Int32Array (groups, steps). */
+    greedy(src, groups, off) {
+      const memory = this.memoryOf(src, groups, off), V = this.unembed.nOut, T = this.steps;
+      const token = new Int32Array(groups).fill(BOS), out = new Int32Array(groups * T);
+      for (let t = 0; t < T; t++) {
+        const logits = this.decode(token, groups, 1, t, memory, off, null);
+        for (let g = 0; g < groups; g++) {
+          let best = 0; // torch's argmax: the first of equal maxima
+          for (let c = 1; c < V; c++) if (logits[g * V + c] > logits[g * V + best]) best = c;
+          token[g] = out[g * T + t] = best;
+        }
       }
       return out;
     }
 
     /** data.decode_digits: the tokens up to </s> (or <pad>) as the answer string. */
-    answerOf(out) {
-      const stop = out.findIndex((t) => t === EOS || t === PAD);
+    answerOf(tokens) {
+      const out = Array.from(tokens), stop = out.findIndex((t) => t === EOS || t === PAD);
       const text = out.slice(0, stop < 0 ? out.length : stop).map((t) => VOCAB[t]).join("");
       return this.cfg.reverse_output ? [...text].reverse().join("") : text;
     }
 
-    /** Adder.solve for one problem: {answer} or {error}. off: head ids switched off. */
+    /** Adder.solve for many problems in one batched pass, BATCH at a time: [{answer} or {error}].
+     * off: head ids switched off. */
+    solveMany(texts, off) {
+      const sources = texts.map((t) => this.source(t)), good = sources.filter((s) => !s.error);
+      const byModule = Adder.offByModule(off), S = this.srcLen, T = this.steps, answers = [];
+      for (let first = 0; first < good.length; first += BATCH) {
+        const batch = good.slice(first, first + BATCH), src = new Int32Array(batch.length * S);
+        batch.forEach((s, g) => src.set(s.ids, g * S));
+        const out = this.greedy(src, batch.length, byModule);
+        batch.forEach((_, g) => answers.push(this.answerOf(out.subarray(g * T, (g + 1) * T))));
+      }
+      let next = 0;
+      return sources.map((s) => (s.error ? s : { answer: answers[next++] }));
+    }
+
+    /** Adder.solve for one problem: {answer} or {error}. */
     solve(text, off) {
-      const s = this.source(text);
-      return s.error ? s : { answer: this.answerOf(this.greedy(s.ids, off)) };
+      return this.solveMany([text], off)[0];
     }
 
     /**
@@ -283,28 +427,29 @@
     run(text, off) {
       const s = this.source(text);
       if (s.error) return s;
-      const out = this.greedy(s.ids, off);
+      const byModule = Adder.offByModule(off), src = Int32Array.from(s.ids), H = this.cfg.n_heads;
+      const out = Array.from(this.greedy(src, 1, byModule));
       const tgt = [BOS, ...out.slice(0, -1)];
       const end = tgt.indexOf(EOS);
       if (end >= 0) tgt.fill(PAD, end);
-      const enc = this.encode(s.ids, off), dec = this.decode(tgt, enc.memory, off, [], 0);
-      const labels = (ids) => ids.filter((t) => t !== PAD).map((t) => VOCAB[t]);
-      return {
-        answer: this.answerOf(out),
-        patterns: { ...enc.patterns, ...dec.patterns },
-        labels: { enc: labels(s.ids), dec: labels(tgt) },
-      };
+      const S = this.srcLen, T = this.steps, shapes = {}, flat = {};
+      for (let L = 0; L < this.cfg.n_enc_layers; L++) shapes[`enc.self.${L}`] = [S, S];
+      for (let L = 0; L < this.cfg.n_dec_layers; L++) {
+        shapes[`dec.self.${L}`] = [T, T];
+        shapes[`dec.cross.${L}`] = [T, S];
+      }
+      for (const [name, [nq, nk]] of Object.entries(shapes)) flat[name] = new Float64Array(H * nq * nk);
+      this.decode(Int32Array.from(tgt), 1, T, 0, this.encode(src, 1, byModule, flat), byModule, flat);
+      const patterns = {}, labels = (ids) => ids.filter((t) => t !== PAD).map((t) => VOCAB[t]);
+      for (const [name, [nq, nk]] of Object.entries(shapes)) patterns[name] = nested(flat[name], H, nq, nk);
+      return { answer: this.answerOf(out), patterns, labels: { enc: labels(s.ids), dec: labels(tgt) } };
     }
 
     /** Exact match over `problems` ("a+b=sum" lines; the page's held-out sample by default) with heads off. */
     exactMatch(off, problems) {
-      let right = 0;
-      const lines = problems || this.sample;
-      for (const line of lines) {
-        const [sum, total] = line.split("=");
-        if (this.solve(sum, off).answer === total) right++;
-      }
-      return { right, n: lines.length };
+      const lines = (problems || this.sample).map((line) => line.split("="));
+      const answers = this.solveMany(lines.map(([sum]) => sum), off);
+      return { right: answers.filter((a, i) => a.answer === lines[i][1]).length, n: lines.length };
     }
   }
 
@@ -322,15 +467,19 @@
     return r;
   }
 
-  /** positional.rotate (RoPE) on one head's vector at `pos`: float32 angles pos·ω_i, pairs (even, odd) turned. */
-  function rotate(x, pos) {
-    const dh = x.length, r = new Float64Array(dh);
-    for (let i = 0; i < dh / 2; i++) {
-      const angle = f(pos * f(10000 ** (-(2 * i) / dh))), c = f(Math.cos(angle)), s = f(Math.sin(angle));
-      r[2 * i] = x[2 * i] * c - x[2 * i + 1] * s;
-      r[2 * i + 1] = x[2 * i] * s + x[2 * i + 1] * c;
-    }
-    return r;
+  /** positional.rotate (RoPE), in place, on every head of `groups` sequences of nPos rows (row i at position i):
+   * float32 angles pos·ω_i, each pair (even, odd) of a head's vector turned. */
+  function rotate(x, groups, nPos, nHeads, d) {
+    const dh = d / nHeads;
+    for (let r = 0; r < groups * nPos; r++)
+      for (let i = 0, pos = r % nPos; i < dh / 2; i++) {
+        const angle = f(pos * f(10000 ** (-(2 * i) / dh))), c = f(Math.cos(angle)), s = f(Math.sin(angle));
+        for (let h = 0; h < nHeads; h++) {
+          const o = r * d + h * dh + 2 * i, even = x[o], odd = x[o + 1];
+          x[o] = even * c - odd * s;
+          x[o + 1] = even * s + odd * c;
+        }
+      }
   }
 
   /** positional.alibi_bias, directional: even heads look left, odd heads right; the token itself -30. */
@@ -361,9 +510,12 @@
 
   class Sortedness {
     constructor(model) {
-      this.cfg = model.config;
-      this.w = model.tensor;
+      const cfg = (this.cfg = model.config), w = (this.w = model.tensor);
       this.maxLen = model.extra.max_len; // the page's longest sequence
+      this.layers = range(cfg.n_layers).map((L) => encoderLayerOf(w, `layers.${L}`, cfg.n_heads));
+      this.ln_f = layerNormOf(w, "ln_f");
+      this.head = linearOf(w, "head");
+      this.ws = new Workspace();
     }
 
     /** data.validate for one sequence typed as text: {values} or {error} in words. */
@@ -377,32 +529,34 @@
       return { values: parts.map(Number) };
     }
 
-    /** SortednessClassifier.forward for one unpadded row: {sorted, pSorted, logit, scores (per token)}. */
+    /** SortednessClassifier.forward for one unpadded row: {sorted, pSorted, logit, scores (per token), patterns}. */
     classify(values) {
-      const cfg = this.cfg, w = this.w, d = cfg.d_model, n = values.length;
-      let x = values.map((v, i) => {
-        const r = row(w("embed.weight"), v, d);
+      const cfg = this.cfg, w = this.w, d = cfg.d_model, n = values.length, ws = this.ws, H = cfg.n_heads;
+      const x = ws.get("x", n * d), embed = w("embed.weight");
+      values.forEach((v, i) => {
+        const r = i * d;
+        for (let k = 0; k < d; k++) x[r + k] = embed[v * d + k];
         if (cfg.value_feature) { // value_angle: θ from π/4 (0) to 3π/4 (99), float32 as in PyTorch
           const theta = f(f(Math.PI / 4) + f(f(f(Math.PI / 2) * v) / 99));
           const c = f(Math.cos(theta)), s = f(Math.sin(theta)), vd = w("value_dir.weight");
-          for (let k = 0; k < d; k++) r[k] += vd[2 * k] * c + vd[2 * k + 1] * s;
+          for (let k = 0; k < d; k++) x[r + k] += vd[2 * k] * c + vd[2 * k + 1] * s;
         }
-        if (cfg.encoding === "sinusoidal") return add(r, sinusoidal(i, d));
-        if (cfg.encoding === "learned") return add(r, row(w("pos.learned.table"), i, d));
-        return r;
+        const pos = cfg.encoding === "sinusoidal" ? sinusoidal(i, d)
+          : cfg.encoding === "learned" ? w("pos.learned.table").subarray(i * d, (i + 1) * d) : null;
+        if (pos) for (let k = 0; k < d; k++) x[r + k] += pos[k];
       });
       const opts = {};
-      if (cfg.encoding === "alibi") opts.bias = alibi(cfg.n_heads, cfg.alibi_directional);
+      if (cfg.encoding === "alibi") opts.bias = alibi(H, cfg.alibi_directional);
       if (cfg.encoding === "relative") opts.bias = relative(w, cfg, n);
       if (cfg.encoding === "rope") opts.rotary = rotate;
-      const patterns = [];
-      for (let L = 0; L < cfg.n_layers; L++) {
-        const r = encoderLayer(w, `layers.${L}.`, x, cfg.n_heads, opts);
-        x = r.x;
-        patterns.push(r.pattern);
-      }
+      const patterns = this.layers.map((layer) => {
+        const pattern = new Float64Array(H * n * n);
+        encoderLayer(ws, x, 1, n, layer, { ...opts, pattern });
+        return nested(pattern, H, n, n);
+      });
       // a violation score per token, pooled (max by default) into "unsorted"; its negative is "sorted"
-      const scores = x.map((r) => linear(layerNorm(r, w("ln_f.weight"), w("ln_f.bias")), w("head.weight"), w("head.bias"))[0]);
+      const ln = layerNorm(ws.get("ln", n * d), x, n, this.ln_f);
+      const scores = Array.from(linear(ws.get("scores", n), ln, n, this.head).subarray(0, n));
       const pooled = cfg.readout === "max" ? Math.max(...scores)
         : cfg.readout === "mean" ? scores.reduce((a, b) => a + b, 0) / n : scores[0];
       const logit = -pooled, pSorted = f(1 / (1 + Math.exp(-f(logit)))); // torch.sigmoid in float32
