@@ -43,7 +43,6 @@ heatmap to look at to see the head's usual behaviour, not an outlier.
 from __future__ import annotations
 
 import math
-
 from typing import TYPE_CHECKING
 
 import numpy as np
