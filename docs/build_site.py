@@ -392,16 +392,23 @@ def guide_page(guide: str, built: set[str], commit: str) -> str:
     source = (ROOT / guide).read_text(encoding="utf-8")
     body = mistune.create_markdown(renderer=Renderer(escape=False), plugins=["table"])(source)
     title = next((line[2:].strip() for line in source.splitlines() if line.startswith("# ")), guide)
+    note = f"This page is <code>{guide}</code> at commit <code>{commit}</code>."
+    return plain_page(title, "attnkit-index", body, f'<aside class="attnkit-site-note">{note}</aside>')
+
+
+def plain_page(title: str, body_class: str, main: str, after_main: str = "") -> str:
+    """A site page that is not a rendered notebook (a guide, a live explorer alone): the site's
+    stylesheet, the link back to the index, `main` and what follows it."""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)} · attnkit</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="stylesheet" href="{STATIC}/site.css"></head>
-<body class="attnkit-index">
+<body class="{body_class}">
 <nav class="attnkit-site-nav"><a href="index.html">attnkit course</a></nav>
 <main>
-{body}
+{main}
 </main>
-<aside class="attnkit-site-note">This page is <code>{guide}</code> at commit <code>{commit}</code>.</aside>
+{after_main}
 </body></html>
 """
 
@@ -426,23 +433,17 @@ def tour_html(built: set[str]) -> str:
     return mistune.create_markdown(plugins=["table"])(table)
 
 
-def live_page(stem: str, title: str, pages: list[str], commit: str) -> str:
+def live_page(stem: str, title: str, commit: str) -> str:
     """A notebook's page with its live explorer only, the notebook not run (`--live-only`: the explorers'
     check inside `make test` without the minutes of running notebooks 04 and 05)."""
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{html.escape(stem)} · attnkit</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<link rel="stylesheet" href="{STATIC}/site.css"></head>
-<body class="attnkit-index attnkit-live-only">
-<nav class="attnkit-site-nav"><a href="index.html">attnkit course</a></nav>
-<main>
-<h1>{html.escape(title)}</h1>
-<aside class="attnkit-site-note">This build did not run <code>notebooks/{stem}.ipynb</code> (commit
-<code>{commit}</code>): this page carries its live explorer only; <code>make site</code> renders the notebook.</aside>
-{live_site().section(stem)}
-</main>
-</body></html>
-"""
+    note = (
+        f"This build did not run <code>notebooks/{stem}.ipynb</code> (commit\n<code>{commit}</code>): this page "
+        "carries its live explorer only; <code>make site</code> renders the notebook."
+    )
+    main = f"""<h1>{html.escape(title)}</h1>
+<aside class="attnkit-site-note">{note}</aside>
+{live_site().section(stem)}"""
+    return plain_page(stem, "attnkit-index attnkit-live-only", main)
 
 
 def index_page(built: list[str], titles: dict[str, str], commit: str, timings: dict[str, float]) -> str:
@@ -561,7 +562,7 @@ def build(out: Path, only: list[str] | None, jobs: int, live_only: list[str] | N
         print(f"  {stem}: ran in {seconds:.1f} s", flush=True)
     for path in explorers_only:
         titles[path.stem] = title_of(nbformat.read(path, as_version=4))
-        (out / f"{path.stem}.html").write_text(live_page(path.stem, titles[path.stem], stems, commit))
+        (out / f"{path.stem}.html").write_text(live_page(path.stem, titles[path.stem], commit))
     for guide, page in GUIDES.items():
         if (ROOT / guide).exists():
             (out / f"{page}.html").write_text(guide_page(guide, set(stems), commit))

@@ -47,6 +47,14 @@
   }
 
   function say(el, text) { if (el.textContent !== text) el.textContent = text; }
+  /** Whether `input` holds something the model can take; if not, `error` is said and the box is marked invalid. */
+  function accept(input, error, answer, message) {
+    if (!error) { input.removeAttribute("aria-invalid"); return true; }
+    if (answer) say(answer, "—");
+    say(message, error);
+    input.setAttribute("aria-invalid", "true");
+    return false;
+  }
 
   // ------------------------------------------------------------------ notebook 03: answer and attention
   async function mountAdder(root) {
@@ -70,13 +78,7 @@
 
     function submit() {
       const problem = input.value.trim(), result = adder.run(problem);
-      if (result.error) {
-        say(answer, "—");
-        say(message, result.error);
-        input.setAttribute("aria-invalid", "true");
-        return;
-      }
-      input.removeAttribute("aria-invalid");
+      if (!accept(input, result.error, answer, message)) return;
       last = { ...result, problem };
       say(answer, result.answer);
       const [a, b] = problem.split("+").map((s) => BigInt(s.trim()));
@@ -102,13 +104,7 @@
 
     function answerSum() {
       const heads = off(), result = adder.solve(input.value.trim(), heads);
-      if (result.error) {
-        say(answer, "—");
-        say(message, result.error);
-        input.setAttribute("aria-invalid", "true");
-        return;
-      }
-      input.removeAttribute("aria-invalid");
+      if (!accept(input, result.error, answer, message)) return;
       say(answer, result.answer);
       say(message, `${heads.size} of ${boxes.length} heads off.`);
     }
@@ -166,13 +162,10 @@
 
     async function classify() {
       const model = await live.sortedness(encoding.value), parsed = model.parse(input.value);
-      if (parsed.error) {
-        say(verdict, parsed.error);
-        input.setAttribute("aria-invalid", "true");
+      if (!accept(input, parsed.error, null, verdict)) {
         scores.textContent = "";
         return;
       }
-      input.removeAttribute("aria-invalid");
       const v = parsed.values, r = model.classify(v);
       const truth = v.every((x, i) => i === 0 || v[i - 1] <= x);
       say(verdict, `${r.sorted ? "Sorted" : "Not sorted"}: P(sorted) = ${r.pSorted.toFixed(3)} ` +
