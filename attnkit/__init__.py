@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .adder import Adder
+    from .adder.snapshots import Snapshots
     from .core.attention import MultiHeadAttention, scaled_dot_product_attention
     from .core.hooks import ActivationCache, HookPoint
     from .sortedness import SortednessClassifier
@@ -75,6 +76,7 @@ __all__ = [
     "ActivationCache",
     "HookPoint",
     "load_pretrained",
+    "load_snapshots",
     "PRETRAINED",
 ]
 
@@ -117,3 +119,13 @@ def load_pretrained(name: str) -> "Adder | SortednessClassifier":
             f"(git checkout data/) or train it again (python -m attnkit train {name.split('-')[0]})"
         )
     return model
+
+
+def load_snapshots(name: str = "adder") -> "Snapshots":
+    """The snapshots of a committed model's training run (only the adder has them): a sequence
+    of Adders, oldest first, each built when first used; .steps says when each was taken."""
+    if name != "adder":
+        raise ValueError(f"only the adder's training was kept in snapshots, not {name!r}: load_snapshots('adder')")
+    from .adder.snapshots import load_snapshots as load
+
+    return load()

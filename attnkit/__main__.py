@@ -19,6 +19,7 @@ to adder.interrupted.pt beside --out).
 """
 
 import argparse
+import os
 import signal
 import sys
 from pathlib import Path
@@ -56,6 +57,23 @@ def say(message: str) -> None:
         print(message.encode(encoding, "replace").decode(encoding), file=sys.stderr, flush=True)
     except (OSError, ValueError, LookupError):
         pass
+
+
+# Kernels whose float32 sums round alike on every x86 CPU: PyTorch's unvectorised ("default")
+# kernels, and MKL's conditional-numerical-reproducibility mode. Measured: with both, MKL's
+# AVX2 and AVX-512 paths train the adder to the same bytes (with ATen's avx2 kernels they do not).
+REPRODUCIBLE_KERNELS = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}
+
+
+def reproducible_kernels() -> None:
+    """Run this command again with REPRODUCIBLE_KERNELS in its environment (they are read when
+    torch loads), unless they are set already: a choice of the caller's own is kept."""
+    missing = {k: v for k, v in REPRODUCIBLE_KERNELS.items() if k not in os.environ}
+    if not missing:
+        return
+    os.environ.update(missing)
+    sys.stdout.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "attnkit", *sys.argv[1:]])
 
 
 def main(argv=None) -> None:
@@ -161,6 +179,8 @@ def main(argv=None) -> None:
         return _student(parser, args)
     if args.command == "grade":
         return _grade(parser, args)
+    if argv is None and args.command == "train" and args.what == "adder":
+        reproducible_kernels()  # the command line only: a test calling main(...) keeps its process
     # One CPU thread: float sums split across threads round differently, and the committed
     # files in data/ must come out bit for bit the same on every run of these commands.
     import torch

@@ -250,7 +250,10 @@ def adder_config_problems(cfg: Seq2SeqConfig) -> list[str]:
 def train_pretrained(path: Path = CHECKPOINT) -> Adder:
     """Reproduce the committed checkpoint: `python -m attnkit train adder`. After an interruption
     the model (metrics["interrupted"] True) is saved beside `path`, never over it (train.py)."""
+    from .snapshots import SNAPSHOT_STEPS
     from .train import AdderTrainConfig, train_adder
 
-    result = train_adder(Seq2SeqConfig(), AdderTrainConfig(), out_path=path, device=default_device())
+    result = train_adder(
+        Seq2SeqConfig(), AdderTrainConfig(), out_path=path, device=default_device(), snapshot_steps=SNAPSHOT_STEPS
+    )
     return Adder(result.model, result.metrics)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -19,12 +20,14 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from ..core.checkpoint import save_checkpoint
+from ..core.checkpoint import checkpoint_bytes, json_bytes, save_checkpoint, write_together
 from ..core.outputs import check_output_file, check_replaceable
 from ..core.runtime import AdamW, TrainResult, warmup_cosine
 from .data import PAD, ProblemSampler, encode_sources, encode_targets, load_test_set, make_test_set, problem_keys
 from .evaluate import evaluate, greedy_correct
 from .model import Seq2SeqConfig, Seq2SeqTransformer
+from .snapshots import KIND as SNAPSHOT_KIND
+from .snapshots import snapshot_payload, snapshots_path, stored
 
 
 @dataclass
@@ -64,6 +67,7 @@ def check_out_path(out_path: Path) -> Path:
     side = interrupted_path(out_path)
     for sibling, kind in (
         (out_path.with_suffix(".json"), "report"),
+        (snapshots_path(out_path), "checkpoint"),
         (side, "checkpoint"),
         (side.with_suffix(".json"), "report"),
     ):
@@ -84,11 +88,14 @@ def train_adder(
     device: str = "cpu",
     progress: bool = True,
     model: Seq2SeqTransformer | None = None,
+    snapshot_steps: Sequence[int] = (),
 ) -> TrainResult[Seq2SeqTransformer]:
     """Train from scratch (or the given `model`, e.g. torch.nn.Transformer for a baseline); with
     `out_path`, save the checkpoint and its report (.json) there as one unit, or after an
     interruption to interrupted_path(out_path). The path is checked before training starts.
-    The configs default to the committed model's (Seq2SeqConfig(), AdderTrainConfig())."""
+    The configs default to the committed model's (Seq2SeqConfig(), AdderTrainConfig()). With
+    `snapshot_steps` (step 0: before any update), the weights at those steps are kept (float16)
+    and saved with the checkpoint in snapshots_path(out_path), up to the saved model's step."""
     model_cfg, train_cfg = model_cfg or Seq2SeqConfig(), train_cfg or AdderTrainConfig()
     if out_path is not None:
         out_path = check_out_path(out_path)
@@ -108,7 +115,10 @@ def train_adder(
     opt = AdamW(model.parameters(), train_cfg.lr, 0.0, schedule)
 
     result = TrainResult(model)
-    best_acc, best_state = -1.0, None
+    best_acc, best_state, best_step = -1.0, None, 0
+    snapshot_at, taken = set(snapshot_steps), []
+    if 0 in snapshot_at:
+        taken.append((0, stored(model.state_dict())))
     start = time.perf_counter()
     bar = tqdm(range(1, train_cfg.max_steps + 1), desc="training", disable=not progress)
     try:
@@ -123,6 +133,8 @@ def train_adder(
             loss.backward()
             opt.step()
             result.steps = step
+            if step in snapshot_at:
+                taken.append((step, stored(model.state_dict())))
             if step % train_cfg.eval_every == 0:
                 val_acc = float(greedy_correct(model, val_a, val_b).mean())
                 # No wall-clock times in the history: saved files must not differ between reruns.
@@ -131,6 +143,7 @@ def train_adder(
                 if val_acc > best_acc:
                     best_acc = val_acc
                     best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+                    best_step = step
                 if val_acc >= train_cfg.target:
                     break
     except KeyboardInterrupt:
@@ -159,17 +172,30 @@ def train_adder(
             "test_metrics": metrics,
             "history": result.history,
         }
-        result.saved_to, result.metrics = _save(path, model, model_cfg, metrics, report), metrics
+        snapshots = None if result.interrupted or not snapshot_steps else (best_step, taken)
+        result.saved_to, result.metrics = _save(path, model, model_cfg, metrics, report, snapshots), metrics
     return result
 
 
-def _save(path: Path, model: Seq2SeqTransformer, model_cfg: Seq2SeqConfig, metrics: dict, report: dict) -> Path:
-    """Save the checkpoint and its report as one unit (the report renamed first, the checkpoint
-    last: core/journal.py). When that fails (a full disk), the model goes to rescue_path instead
-    and the OSError says where; it is lost only when that fails too."""
+def _save(
+    path: Path,
+    model: Seq2SeqTransformer,
+    model_cfg: Seq2SeqConfig,
+    metrics: dict,
+    report: dict,
+    snapshots: tuple[int, list] | None = None,
+) -> Path:
+    """Save the checkpoint and its report (and its snapshots: (final step, [(step, state)])) as
+    one unit (the checkpoint renamed last: core/journal.py). When that fails (a full disk), the
+    model alone goes to rescue_path instead and the OSError says where; it is lost only when
+    that fails too."""
     args = ("adder", asdict(model_cfg), model.state_dict(), metrics)
     try:
-        save_checkpoint(path, *args, report=(path.with_suffix(".json"), report))
+        files = [(path.with_suffix(".json"), json_bytes(report))]
+        if snapshots is not None:
+            payload = snapshot_payload(model_cfg, snapshots[1], snapshots[0], model.state_dict())
+            files.append((snapshots_path(path), checkpoint_bytes(SNAPSHOT_KIND, *payload)))
+        write_together(files + [(path, checkpoint_bytes(*args))])
         return path
     except OSError as e:
         rescue = rescue_path(path)
