@@ -152,6 +152,7 @@ data: setup
 	$(PY) -m attnkit train adder
 	$(PY) -m attnkit train sortedness
 	$(PY) -m attnkit study ablation
+	$(PY) -m attnkit study replay
 
 # nbgrader out of the box: nbgrader 0.9.5 in an environment of its own (build/nbgrader-venv, never the
 # learner's install), generate_assignment + autograde on planted submissions (honest, wrong, blank,

@@ -1,9 +1,10 @@
 """Command line: regenerate every committed checkpoint and result file in data/; make the
 student edition of the course and grade what comes back.
 
-    python -m attnkit train adder          # data/adder.pt + data/adder.json
+    python -m attnkit train adder          # data/adder.pt + data/adder.json + data/adder-snapshots.pt
     python -m attnkit train sortedness     # data/sortedness-*.pt, data/sortedness-runs/ + data/sortedness_results.json
     python -m attnkit study ablation       # data/ablation_results.json
+    python -m attnkit study replay         # data/adder_replay.json (notebook 07: three seeds' training)
     python -m attnkit course DIR           # a learner's own copy of the course from the installed kit
                                            # (--edition student: stubs for solutions; self-study: each
                                            # solution collapsed under its stub)
@@ -88,9 +89,12 @@ def main(argv=None) -> None:
         help="adder: the checkpoint file (.pt; its report goes beside it as .json); "
         "sortedness: the folder for the checkpoints and results",
     )
+    train.add_argument("--seed", type=int, default=0, help="adder: train from this seed (other than 0 only with --out)")
     study = sub.add_parser("study", help="run a study and save its results JSON")
-    study.add_argument("what", choices=["ablation"])
-    study.add_argument("--out", help="the results file (.json) instead of data/ablation_results.json")
+    study.add_argument("what", choices=["ablation", "replay"])
+    study.add_argument(
+        "--out", help="the results file (.json) instead of data/ablation_results.json or data/adder_replay.json"
+    )
     course = sub.add_parser("course", help="copy the course notebooks to DIR (a learner's own copy)")
     course.add_argument("dir", help="the folder to write (created if missing)")
     course.add_argument(
@@ -179,6 +183,8 @@ def main(argv=None) -> None:
         return _student(parser, args)
     if args.command == "grade":
         return _grade(parser, args)
+    if args.command == "train" and (args.seed != 0 and (args.what != "adder" or args.out is None)):
+        parser.error("--seed other than 0 trains the adder into --out (data/adder.pt is seed 0's)")
     if argv is None and args.command == "train" and args.what == "adder":
         reproducible_kernels()  # the command line only: a test calling main(...) keeps its process
     # One CPU thread: float sums split across threads round differently, and the committed
@@ -201,6 +207,12 @@ def main(argv=None) -> None:
             out = check_out_path(CHECKPOINT if args.out is None else args.out)
         elif command == "train sortedness":
             out = check_output_dir(DATA_DIR if args.out is None else args.out, "--out folder")
+        elif command == "study replay":
+            from .experiments.replay_study import REPLAY_RESULTS_PATH
+
+            out = check_output_file(
+                REPLAY_RESULTS_PATH if args.out is None else args.out, ".json", "--out", kind="report"
+            )
         else:
             from .experiments.ablation_studies import ABLATION_RESULTS_PATH
 
@@ -212,11 +224,15 @@ def main(argv=None) -> None:
 
     try:
         if command == "train adder":
-            _train_adder(out)
+            _train_adder(out, args.seed)
         elif command == "train sortedness":
             from .experiments.sortedness_runs import run_experiment
 
             run_experiment(data_dir=out)
+        elif command == "study replay":
+            from .experiments.replay_study import run_replay_study
+
+            run_replay_study(path=out)
         else:
             from .experiments.ablation_studies import run_studies
 
@@ -401,11 +417,11 @@ def _grade(parser, args) -> None:
     print(printable(text, sys.stdout.encoding))
 
 
-def _train_adder(out) -> None:
+def _train_adder(out, seed: int = 0) -> None:
     from .adder import train_pretrained
     from .adder.train import interrupted_path
 
-    adder = train_pretrained(out)
+    adder = train_pretrained(out, seed)
     if adder.metrics.get("interrupted"):
         measured = adder.metrics.get("exact_match_on", "the held-out set")
         say(

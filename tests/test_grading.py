@@ -383,7 +383,7 @@ def test_a_file_that_is_not_a_notebook_gets_a_failed_row_per_exercise(tmp_path):
         for nb in sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
         for e in grading.exercise_ids(nbformat.read(nb, as_version=4))
     ]
-    assert len(every) == 24 and [(r.exercise, r.passed) for r in grade_notebook(other)] == [(e, False) for e in every]
+    assert len(every) == 27 and [(r.exercise, r.passed) for r in grade_notebook(other)] == [(e, False) for e in every]
 
 
 def test_malformed_check_metadata_does_not_stop_the_class():

@@ -247,13 +247,17 @@ def adder_config_problems(cfg: Seq2SeqConfig) -> list[str]:
     return found
 
 
-def train_pretrained(path: Path = CHECKPOINT) -> Adder:
+def train_pretrained(path: Path = CHECKPOINT, seed: int = 0) -> Adder:
     """Reproduce the committed checkpoint: `python -m attnkit train adder`. After an interruption
     the model (metrics["interrupted"] True) is saved beside `path`, never over it (train.py)."""
     from .snapshots import SNAPSHOT_STEPS
     from .train import AdderTrainConfig, train_adder
 
     result = train_adder(
-        Seq2SeqConfig(), AdderTrainConfig(), out_path=path, device=default_device(), snapshot_steps=SNAPSHOT_STEPS
+        Seq2SeqConfig(),
+        AdderTrainConfig(seed=seed),
+        out_path=path,
+        device=default_device(),
+        snapshot_steps=SNAPSHOT_STEPS,
     )
     return Adder(result.model, result.metrics)

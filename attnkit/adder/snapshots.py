@@ -93,7 +93,7 @@ class Snapshots(Sequence):
         expected = {f"step{step}.{name}" for step in steps[:-1] for name in names}
         if set(payload["state_dict"]) != expected:
             raise ValueError(f"{path}: its weights do not match its steps {steps} (the file was edited)")
-        self.path, self.steps, self.device = path, steps, self.final.device
+        self.path, self.final_path, self.steps, self.device = path, checkpoint, steps, self.final.device
         self._weights, self._names, self._built = payload["state_dict"], names, {len(steps) - 1: self.final}
 
     def __len__(self) -> int:

@@ -15,7 +15,15 @@ import importlib
 from .checking import Exercise, Result
 
 # notebook prefix -> the module of its checkers
-MODULES = {"01": "attention", "02": "adder", "03": "heatmaps", "04": "ablation", "05": "positional", "06": "patching"}
+MODULES = {
+    "01": "attention",
+    "02": "adder",
+    "03": "heatmaps",
+    "04": "ablation",
+    "05": "positional",
+    "06": "patching",
+    "07": "replay",
+}
 
 
 def registry() -> dict[str, Exercise]:

@@ -8,6 +8,7 @@
 All over the 10,000 held-out sums. Per snapshot:
   loss          teacher-forced cross-entropy per answer token (</s> included), in nats
   exact_match   greedy exact match; by_group splits it by carries (CARRY_GROUPS)
+  digits        greedy per-digit accuracy; tokens: teacher-forced token accuracy (smoother)
   ablation      per head, the points of exact match lost when that head alone is zeroed
                 (notebook 04's single-head sweep, computed as exactly as greedy decoding)
   shares        per head and measure, notebook 03's attention share (interp/roles.py), and
@@ -24,7 +25,8 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from ..adder.data import PAD, carry_stats, encode_sources, encode_targets, load_test_set
+from ..adder.data import PAD, carry_stats, encode_sources, encode_targets, operands_or_test_set
+from ..adder.evaluate import evaluate
 from ..core.runtime import analysis_threads
 from .ablation import held_out_problems, model_of
 from .roles import MEASURES, chance_levels, head_roles
@@ -51,7 +53,9 @@ def teacher_forced_loss(model, a: np.ndarray, b: np.ndarray) -> float:
     for s, t in zip(src.split(LOSS_CHUNK), tgt.split(LOSS_CHUNK)):
         logits = model.eval()(s, t[:, :-1])
         gold = t[:, 1:]
-        total += float(F.cross_entropy(logits.reshape(-1, logits.size(-1)), gold.reshape(-1), ignore_index=PAD, reduction="sum"))
+        total += float(
+            F.cross_entropy(logits.reshape(-1, logits.size(-1)), gold.reshape(-1), ignore_index=PAD, reduction="sum")
+        )
         count += int((gold != PAD).sum())
     return total / count
 
@@ -59,11 +63,11 @@ def teacher_forced_loss(model, a: np.ndarray, b: np.ndarray) -> float:
 @analysis_threads()
 def measure_snapshot(adder, a: np.ndarray | None = None, b: np.ndarray | None = None) -> dict:
     """One snapshot's measures (module docstring) on problems (a, b), by default the held-out set."""
-    if a is None:
-        a, b = load_test_set()
+    a, b = operands_or_test_set(a, b)
     model = model_of(adder)
     correct = sweep_matrix(adder, "zero", held_out_problems(model, a, b))  # row 0: intact; 1 + i: head i off
     acc = correct.mean(axis=1)
+    plain = evaluate(model, a, b)
     group = carry_group(a, b, model.cfg.n_digits)
     names = [f"{name}.hook_pattern" for name in model.attention_modules()]
     _, cache = adder.run_with_cache([f"{x}+{y}" for x, y in zip(a.tolist(), b.tolist())], names=names)
@@ -73,6 +77,8 @@ def measure_snapshot(adder, a: np.ndarray | None = None, b: np.ndarray | None = 
         "step": adder.metrics.get("step", adder.metrics.get("steps")),
         "loss": teacher_forced_loss(model, a, b),
         "exact_match": float(acc[0]),
+        "digits": plain["per_digit_accuracy"],
+        "tokens": plain["teacher_forced_token_accuracy"],
         "by_group": {g: float(correct[0][group == i].mean()) for i, g in enumerate(CARRY_GROUPS)},
         "ablation": {h: 100 * float(acc[0] - acc[i + 1]) for i, h in enumerate(model.heads)},
         "shares": {m: {h: _number(roles.loc[h, m]) for h in model.heads} for m in ROLE_MEASURES},
@@ -95,6 +101,8 @@ def measure_run(snapshots: Sequence, progress: bool = True) -> dict:
         "steps": [r["step"] for r in rows],
         "loss": [r["loss"] for r in rows],
         "exact_match": [r["exact_match"] for r in rows],
+        "digits": [r["digits"] for r in rows],
+        "tokens": [r["tokens"] for r in rows],
         "by_group": {g: [r["by_group"][g] for r in rows] for g in CARRY_GROUPS},
         "ablation": {h: [r["ablation"][h] for r in rows] for h in heads},
         "shares": {m: {h: [r["shares"][m][h] for r in rows] for h in heads} for m in ROLE_MEASURES},
