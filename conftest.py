@@ -51,6 +51,8 @@ LONGEST_FIRST = [
     "notebooks/04_head_ablation.ipynb",
     "notebooks/06_how_the_adder_carries.ipynb",
     "build/student/06_how_the_adder_carries.ipynb",
+    "notebooks/07_watch_it_learn.ipynb",
+    "build/student/07_watch_it_learn.ipynb",
     "tests/test_broken_models.py",
 ]
 

@@ -59,6 +59,9 @@ EXPLORER_CELLS = [
     "                                 for enc in ('alibi', 'rope')})\n"
     "sortedness",
     "patching = PatchingExplorer(adder, '125+137', '125+134')\npatching",
+    "from attnkit.experiments.replay_study import load_replay\nfrom attnkit.ui.training_replay import TrainingExplorer\n"
+    "snapshots = attnkit.load_snapshots()\nseeds = load_replay(adder=snapshots[-1])['seeds']\n"
+    "replay_explorer = TrainingExplorer(snapshots, seeds['0'], runs=seeds)\nreplay_explorer",
     "print('explorers: every cell ran')",
     "",  # the test types a check into this one
 ]
@@ -226,6 +229,7 @@ def test_explorer_in_jupyterlab(chromium, lab):  # chromium first: no server sta
             run_all(page)
             check_explorers(page)
             check_patching_explorer(page)
+            check_replay_explorer(page)
             check_notebook_03(page)
             check_keyboard_only(page)
             check_keys_stay_in_explorers(page)
@@ -382,6 +386,69 @@ def check_patching_explorer(page) -> None:
     print(f"patching explorer figure, shown / own width: {shown / natural:.2f}")
 
 
+STEP_BURSTS = [3, -5, 1, 6, -2, -4]  # arrow presses on notebook 07's step slider, 25 ms apart (a fast drag)
+# The shown step, the answer's step and the numbers' step, once the explorer has settled.
+REPLAY_STATE = """e => [e.querySelector('.attnkit-replay-step .widget-readout').textContent.trim(),
+    e.querySelector('.attnkit-replay-answer').textContent, e.querySelector('.attnkit-replay-numbers').textContent]"""
+
+
+def check_replay_explorer(page) -> None:
+    """Notebook 07's explorer: bursts of arrow presses on the step slider; after each, once it settles,
+    the step shown, the answer, the numbers and both pictures are those of a fresh computation in the
+    kernel (the same figures drawn anew, byte for byte)."""
+    from playwright.sync_api import expect
+
+    explorer = page.locator(".attnkit-replay-explorer").first
+    explorer.scroll_into_view_if_needed()
+    images = explorer.locator("img")
+    expect(images.first).to_be_visible(timeout=60 * SECONDS)
+    handle = explorer.locator(".attnkit-replay-step .noUi-handle")
+    settled = []
+    for presses in STEP_BURSTS:
+        handle.focus()
+        for _ in range(abs(presses)):
+            page.keyboard.press("ArrowRight" if presses > 0 else "ArrowLeft")
+            page.wait_for_timeout(25)
+        deadline, last, since = time.monotonic() + 60, None, time.monotonic()
+        while True:  # settled: the readout, the answer and the numbers agree, and stay so for 1 s
+            readout, answer, numbers = explorer.evaluate(REPLAY_STATE)
+            state = (readout, answer, numbers, tuple(images.nth(i).evaluate(IMAGE_DIGEST) for i in range(2)))
+            agree = answer.startswith(f"step {readout}:") and numbers.startswith(f"step {readout}:")
+            if state != last:
+                last, since = state, time.monotonic()
+            elif agree and time.monotonic() - since > 1.0:
+                break
+            assert time.monotonic() < deadline, f"the replay explorer did not settle: {state}"
+            time.sleep(0.1)
+        settled.append((int(readout), answer, state[3]))
+    # A fresh computation of each settled state, in the kernel: the snapshot's answer, and the two
+    # figures drawn anew (not the explorer's kept PNGs), hashed as IMAGE_DIGEST hashes them.
+    steps = sorted({step for step, _, _ in settled})
+    check = (
+        "import json\nfrom attnkit.ui.plotting import png_bytes\nfrom attnkit.ui.training_replay import curves_figure\n"
+        "from attnkit.ui.attention_plot import AttentionPlot\n"
+        "def digest(b):\n    h = 0\n    for x in b: h = (h * 31 + x) % 2**32\n    return f'{len(b)}:{h}'\n"
+        "def fresh(step):\n    s, e = snapshots.at_step(step), replay_explorer\n"
+        "    kind, layer, head = e.head.value.rsplit('.', 2)\n"
+        "    answers, cache = s.run_with_cache([e.problem.value], names=[f'{kind}.{layer}.hook_pattern'])\n"
+        "    plot = AttentionPlot(annotate=False)\n"
+        "    fig = plot.figure(cache, 0, kind, int(layer), int(head), False,\n"
+        "        f\"step {step}: {e.problem.value} → {answers[0]} \" + ('✓' if answers[0] == str(eval(e.problem.value))\n"
+        "        else f'✗ (true sum {eval(e.problem.value)})'))\n"
+        "    return [answers[0], digest(png_bytes(curves_figure(seeds, step), 96)), digest(plot.png(fig, 96))]\n"
+        f"print('FRESH ' + json.dumps({{str(k): fresh(k) for k in {steps!r}}}))"
+    )
+    fresh = run_cell(page, check, "FRESH ")
+    for step, answer, (run_image, head_image) in settled:
+        want_answer, want_run, want_head = fresh[str(step)]
+        assert f"model: {want_answer}" in answer, (step, answer, want_answer)
+        assert run_image == want_run, f"step {step}: the curves shown are not the step's"
+        assert head_image == want_head, f"step {step}: the attention shown is not the step's"
+    print(f"replay explorer: {len(settled)} bursts on the step slider, each settled on a fresh computation {steps}")
+    settle(page)
+    explorer.screenshot(path=ARTIFACTS / "browser_07_replay_explorer.png")
+
+
 BURSTS = 15  # of 10 clicks each on random heads, within about 0.6 s (a learner clicking fast); 1.5 s each.
 # tests/test_widgets.py fires 60 more bursts, from threads at once, at the explorer in-process.
 # Click the toggles of the given heads, 60 ms apart, as real DOM clicks.
@@ -448,7 +515,7 @@ def expect_idle(page) -> None:
     expect(page.get_by_text(re.compile(r"\(ipykernel\) \| Idle"))).to_be_visible(timeout=90 * SECONDS)
 
 
-EXPLORERS = [f".attnkit-{name}explorer" for name in ("", "ablation-", "sortedness-", "patching-")]
+EXPLORERS = [f".attnkit-{name}explorer" for name in ("", "ablation-", "sortedness-", "patching-", "replay-")]
 # Every control a key can reach in an explorer (shown and enabled).
 CONTROLS = """root => Array.from(root.querySelectorAll('button, input, select, textarea, .noUi-handle'))
     .filter(e => e.offsetParent !== null && !e.disabled)"""

@@ -428,20 +428,6 @@ def test_notebook_02_short_runs():
         assert written["exact_match"] < 0.01 and rev["exact_match"] > written["exact_match"] + 0.1, seed
 
 
-@full_only
-def test_retraining_the_adder_meets_the_target(tmp_path):
-    """`python -m attnkit train adder`: the README's bit-for-bit claim holds only on the machine that
-    wrote data/adder.pt; here the retrained model must meet the target in about as many steps."""
-    from attnkit.adder.pretrained import train_pretrained
-    from attnkit.core.runtime import torch_threads
-
-    with torch_threads(1):
-        fresh = train_pretrained(tmp_path / "adder.pt")
-    m = Adder.load(tmp_path / "adder.pt", device="cpu").metrics
-    assert m["exact_match"] >= 0.999 and 300 <= m["steps"] <= 600, (m["exact_match"], m["steps"])
-    assert fresh.cfg == Adder.load(device="cpu").cfg
-
-
 @pytest.mark.parametrize("readout", ["max", "mean", "first"])
 def test_every_readout_ignores_padding(readout):
     """The readout comparison (README: max / mean pool / first token) means something only if a
@@ -452,3 +438,105 @@ def test_every_readout_ignores_padding(readout):
     model = SortednessClassifier(SortednessConfig(encoding="relative", readout=readout)).eval()
     short, long = [3, 1, 4, 1, 5], list(range(40))
     assert model.probabilities([short, long])[0] == pytest.approx(model.probabilities([short])[0], abs=1e-5)
+
+
+# ------------------------------------------------------------------ the training replay (notebook 07)
+def check_replay_claims(seeds: dict) -> None:
+    """What notebook 07 says about order and timing, on each of the three seeds (the notebook's
+    tables give the steps; snapshots are 20-50 steps apart, so "before" means a snapshot earlier)."""
+    from attnkit.interp.replay import CARRY_GROUPS, first_lasting
+    from attnkit.ui.training_replay import final_roles, role_appears
+
+    assert sorted(seeds) == ["0", "1", "2"]
+    for seed, run in seeds.items():
+        steps = run["steps"]
+        when = {key: first_lasting(steps, run[key], 0.5) for key in ("tokens", "digits", "exact_match")}
+        # §3: the run starts knowing nothing, ends at the target; token accuracy, then per-digit
+        # accuracy, then exact match get to 50 % (token accuracy at step 120 on every seed)
+        assert run["exact_match"][0] == 0 and run["exact_match"][-1] >= 0.999, seed
+        assert when["tokens"] == 120 and when["tokens"] < when["digits"] < when["exact_match"] <= 250, (seed, when)
+        # §3: a plateau: at step 100 exact match is still under 1 %, the loss already half its start
+        i100 = steps.index(100)
+        assert run["exact_match"][i100] < 0.01 and run["loss"][i100] < run["loss"][0] / 1.9, seed
+        # §4: where exact match first passes 30 %, sums with no carry lead sums with a carry chain
+        # by at least 5 points; at 90 % a chain is never learned before the sums without a carry
+        mid = next(i for i, x in enumerate(run["exact_match"]) if x >= 0.3)
+        assert run["by_group"]["no carry"][mid] - run["by_group"]["a carry chain"][mid] >= 0.05, seed
+        at90 = {g: first_lasting(steps, run["by_group"][g], 0.9) for g in CARRY_GROUPS}
+        assert at90["a carry chain"] >= at90["no carry"], (seed, at90)
+        # §5: the head the finished model needs most gets its role, then its worth (10 points),
+        # then exact match gets to 50 %
+        roles, appear = final_roles(run), role_appears(run)
+        top = max(run["ablation"], key=lambda h: run["ablation"][h][-1])
+        worth = first_lasting(steps, run["ablation"][top], 10)
+        assert appear[top] is not None and appear[top] < worth < when["exact_match"], (seed, top, appear[top], worth)
+        # §5: exactly one head ends as a carry head, in encoder layer 0; its role appears at step 180
+        carry = [h for h in roles if roles[h][0] == "carry" and appear[h] is not None]
+        assert len(carry) == 1 and carry[0].startswith("enc.self.0.") and appear[carry[0]] == 180, (seed, carry)
+        assert run["ablation"][carry[0]][-1] >= 40, seed
+    # §8: the same jobs, other heads: the most needed head differs between the seeds
+    assert len({max(r["ablation"], key=lambda h: r["ablation"][h][-1]) for r in seeds.values()}) == 3
+
+
+@pytest.fixture(scope="module")
+def replay_study():
+    import attnkit
+    from attnkit.experiments.replay_study import load_replay
+
+    snapshots = attnkit.load_snapshots()
+    return snapshots, load_replay(adder=snapshots[-1])
+
+
+def test_replay_claims_hold_on_three_seeds(replay_study):
+    check_replay_claims(replay_study[1]["seeds"])
+
+
+def test_replay_study_remeasured_at_two_snapshots(replay_study):
+    """Seed 0's stored measures, recomputed from the committed snapshots (every head at 160; the
+    cheap measures at 400)."""
+    from attnkit.interp.replay import measure_snapshot
+
+    snapshots, replay = replay_study
+    run = replay["seeds"]["0"]
+    for step, heads in ((160, None), (400, [])):
+        i = snapshots.steps.index(step)
+        live = measure_snapshot(snapshots[i], heads=heads, shares=heads is None)
+        for key in ("loss", "digits", "tokens"):
+            assert live[key] == pytest.approx(run[key][i], rel=1e-5), (step, key)
+        assert abs(live["exact_match"] - run["exact_match"][i]) <= 2e-4, step  # 2 sums: another CPU's last bits
+        for h, cost in live["ablation"].items():
+            assert abs(cost - run["ablation"][h][i]) <= 0.03, (step, h)
+        for m, per_head in live.get("shares", {}).items():
+            for h, share in per_head.items():
+                assert (share is None) == (run["shares"][m][h][i] is None), (m, h)
+                assert share is None or share == pytest.approx(run["shares"][m][h][i], abs=1e-4), (m, h)
+
+
+@full_only
+def test_retraining_the_adder_writes_the_committed_files(tmp_path):
+    """`python -m attnkit train adder` (the command line: reproducible kernels) writes data/adder.pt
+    and its snapshots byte for byte."""
+    import subprocess
+    import sys
+
+    from attnkit.core.checkpoint import DATA_DIR
+
+    subprocess.run([sys.executable, "-m", "attnkit", "train", "adder", "--out", str(tmp_path / "adder.pt")], check=True)
+    for name in ("adder.pt", "adder-snapshots.pt", "adder.json"):
+        assert (tmp_path / name).read_bytes() == (DATA_DIR / name).read_bytes(), name
+
+
+def test_replay_claims_fail_on_planted_bugs(replay_study):
+    """check_replay_claims on a study whose snapshots came in the wrong order, or whose every
+    snapshot measured the final weights, fails."""
+    seeds = replay_study[1]["seeds"]
+
+    def planted(change):
+        return {
+            seed: {**run, **{k: change(run[k]) for k in ("exact_match", "tokens", "digits", "loss")}}
+            for seed, run in seeds.items()
+        }
+
+    for change in (lambda v: v[::-1], lambda v: [v[-1]] * len(v)):
+        with pytest.raises(AssertionError):
+            check_replay_claims(planted(change))

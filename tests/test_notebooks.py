@@ -82,7 +82,7 @@ def test_there_are_notebooks():
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_is_named_and_valid(path):
-    assert re.fullmatch(r"0[1-6]_[a-z0-9_]+\.ipynb", path.name), "notebooks are named NN_topic.ipynb, 01-06"
+    assert re.fullmatch(r"0[1-7]_[a-z0-9_]+\.ipynb", path.name), "notebooks are named NN_topic.ipynb, 01-07"
     nb = read(path)
     nbformat.validate(nb)
     assert nb.metadata.kernelspec.name == "python3"

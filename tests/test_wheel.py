@@ -122,6 +122,11 @@ sequences = json.loads(sys.argv[1])
 answers = {"module": attnkit.__file__, "data": str(DATA_DIR), "notebooks": str(NOTEBOOKS_DIR),
            "kit_hash": kit_hash(), "course": sorted(p.name for p in NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb")),
            "adder": attnkit.load_pretrained("adder").solve(["663+497", "5+5", "999+1", "0+0", "123+877"])}
+snapshots = attnkit.load_snapshots("adder")  # notebook 07's: from the wheel's own data, checked on load
+answers["snapshots"] = {str(step): s.solve(["348+276"])[0] for step, s in zip(snapshots.steps, snapshots)}
+from attnkit.experiments.replay_study import REPLAY_RESULTS_PATH, load_replay
+answers["replay"] = str(REPLAY_RESULTS_PATH)
+answers["replay_seeds"] = sorted(load_replay(adder=snapshots[-1])["seeds"])
 for name in attnkit.PRETRAINED[1:]:
     answers[name] = [bool(b) for b in attnkit.load_pretrained(name).predict(sequences)]
 print(json.dumps(answers))
@@ -133,11 +138,12 @@ def test_the_installed_kit_loads_every_model_from_its_own_files(venv, tmp_path):
     answers = json.loads(run([venv / "venv/bin/python", "-c", ANSWERS, sequences], cwd=venv, env=clean_env()))
     kit = Path(answers["module"]).parent
     assert kit.is_relative_to(venv / "venv/lib") and kit.name == "attnkit"
-    for key in ("module", "data", "notebooks"):
+    for key in ("module", "data", "notebooks", "replay"):
         assert Path(answers.pop(key)).is_relative_to(kit), f"{key} found outside the installed kit"
+    assert len(answers["snapshots"]) == 16 and answers["snapshots"]["400"] == "624" != answers["snapshots"]["0"]
     # the same files give the same answers as the checkout's kit (same torch, same CPU: same bits)
     ours = json.loads(run([sys.executable, "-c", ANSWERS, sequences], cwd=tmp_path, env=clean_env()))
-    for key in ("module", "data", "notebooks"):
+    for key in ("module", "data", "notebooks", "replay"):
         assert Path(ours.pop(key)).is_relative_to(ROOT)
     import attnkit
 

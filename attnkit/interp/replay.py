@@ -30,7 +30,7 @@ from ..adder.evaluate import evaluate
 from ..core.runtime import analysis_threads
 from .ablation import held_out_problems, model_of
 from .roles import MEASURES, chance_levels, head_roles
-from .studies import sweep_matrix
+from .sweep import fast_matches
 
 CARRY_GROUPS = ("no carry", "isolated carries", "a carry chain")  # longest chain 0, 1, ≥ 2
 ROLE_MEASURES = tuple(m for m in MEASURES if m != "entropy")  # shares of attention; entropy is not one
@@ -61,29 +61,36 @@ def teacher_forced_loss(model, a: np.ndarray, b: np.ndarray) -> float:
 
 
 @analysis_threads()
-def measure_snapshot(adder, a: np.ndarray | None = None, b: np.ndarray | None = None) -> dict:
-    """One snapshot's measures (module docstring) on problems (a, b), by default the held-out set."""
+def measure_snapshot(
+    adder, a: np.ndarray | None = None, b: np.ndarray | None = None, heads: Sequence[str] | None = None, shares=True
+) -> dict:
+    """One snapshot's measures (module docstring) on problems (a, b), by default the held-out set;
+    the ablation of `heads` only (default: every head), the shares only with `shares`."""
     a, b = operands_or_test_set(a, b)
     model = model_of(adder)
-    correct = sweep_matrix(adder, "zero", held_out_problems(model, a, b))  # row 0: intact; 1 + i: head i off
+    heads = list(model.heads if heads is None else heads)
+    # row 0: intact; 1 + i: heads[i] removed (exactly as greedy decoding: interp/sweep.py)
+    correct = fast_matches(model, held_out_problems(model, a, b), [[]] + [[h] for h in heads], "zero")
     acc = correct.mean(axis=1)
     plain = evaluate(model, a, b)
     group = carry_group(a, b, model.cfg.n_digits)
-    names = [f"{name}.hook_pattern" for name in model.attention_modules()]
-    _, cache = adder.run_with_cache([f"{x}+{y}" for x, y in zip(a.tolist(), b.tolist())], names=names)
-    roles, chance = head_roles(adder, cache=cache), chance_levels(cache, model.cfg.reverse_output)
-    del cache
-    return {
+    out = {
         "step": adder.metrics.get("step", adder.metrics.get("steps")),
         "loss": teacher_forced_loss(model, a, b),
         "exact_match": float(acc[0]),
         "digits": plain["per_digit_accuracy"],
         "tokens": plain["teacher_forced_token_accuracy"],
         "by_group": {g: float(correct[0][group == i].mean()) for i, g in enumerate(CARRY_GROUPS)},
-        "ablation": {h: 100 * float(acc[0] - acc[i + 1]) for i, h in enumerate(model.heads)},
-        "shares": {m: {h: _number(roles.loc[h, m]) for h in model.heads} for m in ROLE_MEASURES},
-        "chance": {k: {m: _number(chance.loc[k, m]) for m in ROLE_MEASURES} for k in chance.index},
+        "ablation": {h: 100 * float(acc[0] - acc[i + 1]) for i, h in enumerate(heads)},
     }
+    if shares:
+        names = [f"{name}.hook_pattern" for name in model.attention_modules()]
+        _, cache = adder.run_with_cache([f"{x}+{y}" for x, y in zip(a.tolist(), b.tolist())], names=names)
+        roles, chance = head_roles(adder, cache=cache), chance_levels(cache, model.cfg.reverse_output)
+        del cache
+        out["shares"] = {m: {h: _number(roles.loc[h, m]) for h in model.heads} for m in ROLE_MEASURES}
+        out["chance"] = {k: {m: _number(chance.loc[k, m]) for m in ROLE_MEASURES} for k in chance.index}
+    return out
 
 
 def _number(x) -> float | None:

@@ -28,15 +28,14 @@ from ..interp.replay import CARRY_GROUPS, first_lasting, lifts
 from . import accessibility
 from .alt_text import text_alternative
 from .attention_plot import AttentionPlot
+from .colour import PALETTE
 from .plotting import SMALL, png_bytes, save_figure
 from .widget_tools import DISPLAY_DPI, Serial, error_html, figure_words, hide_image, show_image, verdict
 
 ROLE_LIFT = 2.0  # a role "appears" once its share stays at least twice what a uniform head gets
-GROUP_STYLE = {
-    "all sums": ("#000000", "-"),
-    **{g: (c, "--") for g, c in zip(CARRY_GROUPS, ("#0072b2", "#e69f00", "#cc79a7"))},
-}
-SEED_COLOURS = ("#000000", "#0072b2", "#d55e00")
+# From colour.PALETTE: the seven categories of curves_figure stay apart under colour blindness too
+GROUP_COLOURS = {"all sums": PALETTE[5], **dict(zip(CARRY_GROUPS, (PALETTE[0], PALETTE[1], PALETTE[3])))}
+SEED_COLOURS = (PALETTE[5], PALETTE[2], PALETTE[4])
 CURSOR = "#cf222e"
 
 
@@ -62,35 +61,35 @@ def _cursor(ax, step) -> None:
 
 
 def curves_figure(runs: dict, step: int | None = None, title: str = "the adder learning to add") -> Figure:
-    """Left: greedy exact match, overall and per carry group (seed 0 solid; the other seeds'
-    overall curves thin); right: teacher-forced loss per answer token, log scale, every seed."""
-    fig: Any = Figure(figsize=(9.4, 3.6))  # Any: the kit's attribute attnkit_fact (alt_text.py)
-    left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.35, 1]})
-    first = runs[min(runs, key=int)]
+    """Three panels over training steps: the first seed's greedy exact match per carry group; every
+    seed's exact match; every seed's teacher-forced loss per answer token (log scale)."""
+    fig: Any = Figure(figsize=(9.4, 3.5))  # Any: the kit's attribute attnkit_fact (alt_text.py)
+    groups, exact, loss = fig.subplots(1, 3)
+    order = sorted(runs, key=int)
+    first = runs[order[0]]
     steps = first["steps"]
-    left.plot(steps, first["exact_match"], color="#000000", lw=2, label=f"all sums (seed {min(runs, key=int)})")
+    groups.plot(steps, first["exact_match"], color=GROUP_COLOURS["all sums"], lw=2, label="all sums")
     for g in CARRY_GROUPS:
-        colour, style = GROUP_STYLE[g]
-        left.plot(steps, first["by_group"][g], color=colour, ls=style, lw=1.5, label=g)
-    for (seed, run), colour in zip(sorted(runs.items(), key=lambda kv: int(kv[0])), SEED_COLOURS):
-        if run is not first:
-            left.plot(run["steps"], run["exact_match"], color=colour, lw=0.9, alpha=0.8, label=f"all sums, seed {seed}")
-        right.plot(run["steps"], run["loss"], color=colour, lw=1.5, label=f"seed {seed}")
-    for ax in (left, right):
+        groups.plot(steps, first["by_group"][g], color=GROUP_COLOURS[g], ls="--", lw=1.5, label=g)
+    for seed, colour in zip(order, SEED_COLOURS):
+        run = runs[seed]
+        exact.plot(run["steps"], run["exact_match"], color=colour, lw=1.5, label=f"seed {seed}")
+        loss.plot(run["steps"], run["loss"], color=colour, lw=1.5, label=f"seed {seed}")
+    for ax, name in ((groups, f"seed {order[0]}, by carries"), (exact, "every seed"), (loss, "loss, every seed")):
         _cursor(ax, step)
         ax.set_xlabel("training step")
+        ax.set_title(name, fontsize=10)
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=SMALL)
-    left.set_ylabel("greedy exact match")
-    left.set_ylim(-0.02, 1.02)
-    left.set_title("exact match on 10,000 held-out sums", fontsize=10)
-    left.legend(fontsize=SMALL, loc="upper left", frameon=False)
-    right.set_yscale("log")
-    right.set_ylabel("loss per answer token (nats)")
-    right.set_title("teacher-forced loss", fontsize=10)
-    right.legend(fontsize=SMALL, frameon=False)
+    for ax in (groups, exact):
+        ax.set_ylabel("greedy exact match")
+        ax.set_ylim(-0.02, 1.02)
+        ax.legend(fontsize=SMALL, loc="upper left", frameon=False)
+    loss.set_yscale("log")
+    loss.set_ylabel("loss per answer token (nats)")
+    loss.legend(fontsize=SMALL, frameon=False)
     fig.suptitle(title + ("" if step is None else f" — step {step}"), fontsize=11)
-    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.14, top=0.84, wspace=0.3)
+    fig.subplots_adjust(left=0.07, right=0.99, bottom=0.15, top=0.83, wspace=0.42)
     em = first["exact_match"]
     fig.attnkit_fact = f"exact match {em[0]:.0%} at step {steps[0]}, {em[-1]:.2%} at step {steps[-1]}"
     return fig
