@@ -59,7 +59,8 @@ EXPLORER_CELLS = [
     "                                 for enc in ('alibi', 'rope')})\n"
     "sortedness",
     "patching = PatchingExplorer(adder, '125+137', '125+134')\npatching",
-    "from attnkit.experiments.replay_study import load_replay\nfrom attnkit.ui.training_replay import TrainingExplorer\n"
+    "from attnkit.experiments.replay_study import load_replay\n"
+    "from attnkit.ui.training_replay import TrainingExplorer\n"
     "snapshots = attnkit.load_snapshots()\nseeds = load_replay(adder=snapshots[-1])['seeds']\n"
     "replay_explorer = TrainingExplorer(snapshots, seeds['0'], runs=seeds)\nreplay_explorer",
     "print('explorers: every cell ran')",
@@ -386,6 +387,26 @@ def check_patching_explorer(page) -> None:
     print(f"patching explorer figure, shown / own width: {shown / natural:.2f}")
 
 
+# Typed into the notebook: each step's answer and both figures drawn anew, hashed as IMAGE_DIGEST hashes.
+FRESH_REPLAY = """import json
+from attnkit.ui.attention_plot import AttentionPlot
+from attnkit.ui.plotting import png_bytes
+from attnkit.ui.training_replay import curves_figure
+def digest(b):
+    h = 0
+    for x in b: h = (h * 31 + x) % 2**32
+    return f'{len(b)}:{h}'
+def fresh(step):
+    s, e = snapshots.at_step(step), replay_explorer
+    kind, layer, head = e.head.value.rsplit('.', 2)
+    answers, cache = s.run_with_cache([e.problem.value], names=[f'{kind}.{layer}.hook_pattern'])
+    truth = eval(e.problem.value)
+    mark = '✓' if answers[0] == str(truth) else f'✗ (true sum {truth})'
+    plot = AttentionPlot(annotate=False)
+    subtitle = f'step {step}: {e.problem.value} → {answers[0]} {mark}'
+    fig = plot.figure(cache, 0, kind, int(layer), int(head), False, subtitle)
+    return [answers[0], digest(png_bytes(curves_figure(seeds, step), 96)), digest(plot.png(fig, 96))]
+print('FRESH ' + json.dumps({str(k): fresh(k) for k in STEPS}))"""
 STEP_BURSTS = [3, -5, 1, 6, -2, -4]  # arrow presses on notebook 07's step slider, 25 ms apart (a fast drag)
 # The shown step, the answer's step and the numbers' step, once the explorer has settled.
 REPLAY_STATE = """e => [e.querySelector('.attnkit-replay-step .widget-readout').textContent.trim(),
@@ -424,21 +445,8 @@ def check_replay_explorer(page) -> None:
     # A fresh computation of each settled state, in the kernel: the snapshot's answer, and the two
     # figures drawn anew (not the explorer's kept PNGs), hashed as IMAGE_DIGEST hashes them.
     steps = sorted({step for step, _, _ in settled})
-    check = (
-        "import json\nfrom attnkit.ui.plotting import png_bytes\nfrom attnkit.ui.training_replay import curves_figure\n"
-        "from attnkit.ui.attention_plot import AttentionPlot\n"
-        "def digest(b):\n    h = 0\n    for x in b: h = (h * 31 + x) % 2**32\n    return f'{len(b)}:{h}'\n"
-        "def fresh(step):\n    s, e = snapshots.at_step(step), replay_explorer\n"
-        "    kind, layer, head = e.head.value.rsplit('.', 2)\n"
-        "    answers, cache = s.run_with_cache([e.problem.value], names=[f'{kind}.{layer}.hook_pattern'])\n"
-        "    plot = AttentionPlot(annotate=False)\n"
-        "    fig = plot.figure(cache, 0, kind, int(layer), int(head), False,\n"
-        "        f\"step {step}: {e.problem.value} → {answers[0]} \" + ('✓' if answers[0] == str(eval(e.problem.value))\n"
-        "        else f'✗ (true sum {eval(e.problem.value)})'))\n"
-        "    return [answers[0], digest(png_bytes(curves_figure(seeds, step), 96)), digest(plot.png(fig, 96))]\n"
-        f"print('FRESH ' + json.dumps({{str(k): fresh(k) for k in {steps!r}}}))"
-    )
-    fresh = run_cell(page, check, "FRESH ")
+    # one line (exec of its repr): typed code would be re-indented by the editor
+    fresh = run_cell(page, f"exec({FRESH_REPLAY.replace('STEPS', repr(steps))!r})", "FRESH ")
     for step, answer, (run_image, head_image) in settled:
         want_answer, want_run, want_head = fresh[str(step)]
         assert f"model: {want_answer}" in answer, (step, answer, want_answer)

@@ -24,7 +24,6 @@ import numpy as np
 import pytest
 import torch
 
-from attnkit.adder import Adder
 from attnkit.adder.data import EDGE_CASES, carry_stats, load_test_set
 from attnkit.adder.evaluate import greedy_correct
 from attnkit.core.positional import ENCODINGS
