@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from ..core.checkpoint import checkpoint_bytes, json_bytes, save_checkpoint, write_together
+from ..core.checkpoint import checkpoint_bytes, save_checkpoint
 from ..core.outputs import check_output_file, check_replaceable
 from ..core.runtime import AdamW, TrainResult, warmup_cosine
 from .data import PAD, ProblemSampler, encode_sources, encode_targets, load_test_set, make_test_set, problem_keys
@@ -191,11 +191,11 @@ def _save(
     that fails too."""
     args = ("adder", asdict(model_cfg), model.state_dict(), metrics)
     try:
-        files = [(path.with_suffix(".json"), json_bytes(report))]
+        beside = []
         if snapshots is not None:
             payload = snapshot_payload(model_cfg, snapshots[1], snapshots[0], model.state_dict())
-            files.append((snapshots_path(path), checkpoint_bytes(SNAPSHOT_KIND, *payload)))
-        write_together(files + [(path, checkpoint_bytes(*args))])
+            beside.append((snapshots_path(path), checkpoint_bytes(SNAPSHOT_KIND, *payload)))
+        save_checkpoint(path, *args, report=(path.with_suffix(".json"), report), beside=beside)
         return path
     except OSError as e:
         rescue = rescue_path(path)

@@ -14,7 +14,7 @@ import stat
 import sys
 import typing
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -130,11 +130,18 @@ def checkpoint_bytes(kind: str, config: dict, state_dict: dict, metrics: dict) -
 
 
 def save_checkpoint(
-    path: Path, kind: str, config: dict, state_dict: dict, metrics: dict, report: tuple[Path, Any] | None = None
+    path: Path,
+    kind: str,
+    config: dict,
+    state_dict: dict,
+    metrics: dict,
+    report: tuple[Path, Any] | None = None,
+    beside: Sequence[tuple[Path, bytes]] = (),
 ) -> None:
-    """Atomically; with `report` (path, JSON object), the checkpoint and its report as one unit."""
+    """Atomically; with `report` (path, JSON object) and `beside` (more files: path, bytes), the
+    checkpoint and those as one unit (the checkpoint renamed last)."""
     files = [(report[0], json_bytes(report[1]))] if report else []
-    write_together(files + [(path, checkpoint_bytes(kind, config, state_dict, metrics))])
+    write_together(files + list(beside) + [(path, checkpoint_bytes(kind, config, state_dict, metrics))])
 
 
 class CheckpointWarning(UserWarning):
