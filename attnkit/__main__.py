@@ -207,18 +207,12 @@ def main(argv=None) -> None:
             out = check_out_path(CHECKPOINT if args.out is None else args.out)
         elif command == "train sortedness":
             out = check_output_dir(DATA_DIR if args.out is None else args.out, "--out folder")
-        elif command == "study replay":
-            from .experiments.replay_study import REPLAY_RESULTS_PATH
-
-            out = check_output_file(
-                REPLAY_RESULTS_PATH if args.out is None else args.out, ".json", "--out", kind="report"
-            )
         else:
             from .experiments.ablation_studies import ABLATION_RESULTS_PATH
+            from .experiments.replay_study import REPLAY_RESULTS_PATH
 
-            out = check_output_file(
-                ABLATION_RESULTS_PATH if args.out is None else args.out, ".json", "--out", kind="report"
-            )
+            default = REPLAY_RESULTS_PATH if args.what == "replay" else ABLATION_RESULTS_PATH
+            out = check_output_file(default if args.out is None else args.out, ".json", "--out", kind="report")
     except (ValueError, TypeError) as e:
         parser.error(str(e))
 

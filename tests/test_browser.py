@@ -406,7 +406,7 @@ def fresh(step):
     subtitle = f'step {step}: {e.problem.value} → {answers[0]} {mark}'
     fig = plot.figure(cache, 0, kind, int(layer), int(head), False, subtitle)
     return [answers[0], digest(png_bytes(curves_figure(seeds, step), 96)), digest(plot.png(fig, 96))]
-print('FRESH ' + json.dumps({str(k): fresh(k) for k in STEPS}))"""
+print('REPLAY ' + json.dumps({str(k): fresh(k) for k in STEPS}))"""
 STEP_BURSTS = [3, -5, 1, 6, -2, -4]  # arrow presses on notebook 07's step slider, 25 ms apart (a fast drag)
 # The shown step, the answer's step and the numbers' step, once the explorer has settled.
 REPLAY_STATE = """e => [e.querySelector('.attnkit-replay-step .widget-readout').textContent.trim(),
@@ -446,7 +446,7 @@ def check_replay_explorer(page) -> None:
     # figures drawn anew (not the explorer's kept PNGs), hashed as IMAGE_DIGEST hashes them.
     steps = sorted({step for step, _, _ in settled})
     # one line (exec of its repr): typed code would be re-indented by the editor
-    fresh = run_cell(page, f"exec({FRESH_REPLAY.replace('STEPS', repr(steps))!r})", "FRESH ")
+    fresh = run_cell(page, f"exec({FRESH_REPLAY.replace('STEPS', repr(steps))!r})", "REPLAY ")
     for step, answer, (run_image, head_image) in settled:
         want_answer, want_run, want_head = fresh[str(step)]
         assert f"model: {want_answer}" in answer, (step, answer, want_answer)

@@ -6,11 +6,13 @@ Two tiers:
   * the default (`make test`): everything that one CPU thread recomputes in well under a minute —
     the adder's metrics and mistakes, the head roles quoted, the ablation headlines the README
     gives (each re-measured by plain greedy decoding), every cell of the sortedness table at
-    seed 0 (the classifiers the notebooks load), the descending-run finding;
+    seed 0 (the classifiers the notebooks load), the descending-run finding, what notebook 07 says
+    about order and timing on the replay study's three seeds;
   * ATTNKIT_CLAIMS=1 (`make claims`, minutes): every other run of the sortedness experiment
     (seeds 1 and 2, the readout variants) recomputed from its checkpoint in data/sortedness-runs/,
-    two of those runs retrained, the short adder runs of notebook 02, the adder retrained, the
-    whole ablation study against data/ablation_results.json.
+    two of those runs retrained, the short adder runs of notebook 02, the adder retrained (byte for
+    byte), the whole ablation study against data/ablation_results.json, and the replay study's
+    seed 0 re-measured at two snapshots against data/adder_replay.json.
 
 The check_* helpers take the model under test, so tests/test_broken_models.py can show that
 each of them fails when an untrained model stands in for the committed one.
@@ -519,9 +521,10 @@ def test_replay_claims_hold_on_three_seeds(replay_study):
     check_replay_claims(replay_study[1]["seeds"])
 
 
+@full_only
 def test_replay_study_remeasured_at_two_snapshots(replay_study):
     """Seed 0's stored measures, recomputed from the committed snapshots (every head at 160; the
-    cheap measures at 400)."""
+    cheap measures at 400). Notebook 07 re-measures a part of step 160 under `make test`."""
     from attnkit.interp.replay import measure_snapshot
 
     snapshots, replay = replay_study

@@ -389,23 +389,26 @@ def test_a_read_only_folder_is_refused(tmp_path):
         ("train adder", "m.pt", "m.pt"),
         ("train sortedness", "runs", "runs"),  # was: accepted, ignored, data/ rewritten
         ("study ablation", "r.json", "r.json"),
+        ("study replay", "r.json", "r.json"),
     ],
 )
 def test_out_is_honoured_by_every_command(tmp_path, monkeypatch, command, out, called_with):
     import attnkit.adder
     import attnkit.experiments.ablation_studies as studies
+    import attnkit.experiments.replay_study as replay
     import attnkit.experiments.sortedness_runs as runs
 
     seen = []
     monkeypatch.setattr(
         attnkit.adder,
         "train_pretrained",
-        lambda path: (
+        lambda path, seed=0: (
             seen.append(path) or Adder(Seq2SeqTransformer(Seq2SeqConfig(d_model=16, d_ff=32)), {"interrupted": False})
         ),
     )
     monkeypatch.setattr(runs, "run_experiment", lambda data_dir: seen.append(data_dir))
     monkeypatch.setattr(studies, "run_studies", lambda path: seen.append(path))
+    monkeypatch.setattr(replay, "run_replay_study", lambda path: seen.append(path))
     main(command.split() + ["--out", str(tmp_path / out)])
     assert seen == [tmp_path / called_with]
     assert (tmp_path / called_with).is_dir() == (command == "train sortedness")  # a new folder is made
