@@ -2,7 +2,7 @@
 own, compares with the kit's reference and prints one line — ✅, ❌ with a hint that names the likely
 mistake, or ⏳ for an unfilled stub — and returns True only on a pass. Nothing the learner hands over
 escapes as a traceback or a second line. The checkers themselves: attnkit.exercises.attention,
-adder, heatmaps, ablation, positional, patching (notebooks 01-06), imported in each notebook under
+adder, heatmaps, ablation, positional, patching, replay (notebooks 01-07), imported in each notebook under
 its own name (attention_checks, ..., patching_checks) so no alias means two things across notebooks.
 """
 

@@ -1,7 +1,7 @@
 """Interpretability on the kit's models, all through the named hook points of core/hooks.py:
 measured head roles (roles.py), ablation (ablation.py: the mechanism and the baseline guard;
 sweep.py: many ablations at once; studies.py: sweeps, joint pruning, gradient importance,
-carries) and activation patching (patching.py)."""
+carries), activation patching (patching.py) and the measures of a training replay (replay.py)."""
 
 from .ablation import (
     MIN_BASELINE,
