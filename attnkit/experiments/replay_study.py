@@ -18,20 +18,10 @@ from pathlib import Path
 from ..adder.snapshots import Snapshots, snapshots_path, weights_digest
 from ..core.checkpoint import DATA_DIR, save_json
 from ..interp.replay import measure_run
+from .ablation_studies import _rounded  # floats to 6 significant digits: files stable under float noise
 
 REPLAY_RESULTS_PATH = DATA_DIR / "adder_replay.json"
 SEEDS = (0, 1, 2)
-
-
-def _rounded(obj, digits: int = 6):
-    """Floats to `digits` significant digits: the file does not change with float noise."""
-    if isinstance(obj, float):
-        return float(f"{obj:.{digits}g}")
-    if isinstance(obj, dict):
-        return {k: _rounded(v, digits) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_rounded(v, digits) for v in obj]
-    return obj
 
 
 def train_seed(seed: int, folder: Path) -> Path:
