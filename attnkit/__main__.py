@@ -232,8 +232,9 @@ def main(argv=None) -> None:
 
             run_studies(path=out)
     except KeyboardInterrupt:
-        kept = "its checkpoints and results" if command == "train sortedness" else "it"
-        say(f"\ninterrupted: nothing new was written to {out}; {kept} stayed as they were")
+        sortedness = command == "train sortedness"
+        kept = "its checkpoints and results stayed as they were" if sortedness else "it stayed as it was"
+        say(f"\ninterrupted: nothing new was written to {out}; {kept}")
         sys.exit(interrupted_status())
     except OSError as e:  # e.g. the disk filled up during the run: the message says what was kept
         say(f"\n{command} failed: {e}")
