@@ -532,8 +532,9 @@ def test_replay_study_remeasured_at_two_snapshots(replay_study):
     for step, heads in ((160, None), (400, [])):
         i = snapshots.steps.index(step)
         live = measure_snapshot(snapshots[i], heads=heads, shares=heads is None)
-        for key in ("loss", "digits", "tokens"):
-            assert live[key] == pytest.approx(run[key][i], rel=1e-5), (step, key)
+        assert live["loss"] == pytest.approx(run["loss"][i], rel=1e-5), step
+        for key in ("digits", "tokens"):  # a few of ~45,000 tokens may flip under other kernels (2e-5 each)
+            assert abs(live[key] - run[key][i]) <= 1e-4, (step, key)
         assert abs(live["exact_match"] - run["exact_match"][i]) <= 2e-4, step  # 2 sums: another CPU's last bits
         for h, cost in live["ablation"].items():
             assert abs(cost - run["ablation"][h][i]) <= 0.03, (step, h)
