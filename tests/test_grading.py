@@ -145,7 +145,8 @@ BASELINE: dict = {}
 def graded_on_merit(tmp_path, code):
     """The rows of notebook 01 solved but for a wrong mask, with `code` in a cell before the first
     check, and the rows of the same submission without it."""
-    if not BASELINE:
+    if not BASELINE:  # made by whichever test comes first (under -n, on its own worker)
+        (tmp_path / "base").mkdir(exist_ok=True)
         base = submission(tmp_path / "base", mask=WRONG_MASK, solved=True)
         BASELINE.update({e: (r.passed, r.line, r.mistake) for e, r in rows(base).items()})
     graded = rows(submission(tmp_path, code, mask=WRONG_MASK, solved=True))
