@@ -169,14 +169,18 @@ nbgrader-check: setup $(NBGRADER_VENV)/.installed
 
 # TransformerLens's hook idioms run by the same code on TransformerLens itself and on the adder
 # (tests/compat/transformer_lens_check.py): TransformerLens 3.9 in an environment of its own
-# (build/tl-venv, never the learner's install; torch and numpy at the lock's versions). Minutes the
-# first time (pip installs transformers, datasets, wandb...), seconds after. Not in `make test`.
+# (build/tl-venv, never the learner's install; torch and numpy at the lock's versions). About 2
+# minutes the first time (pip installs transformers, datasets, wandb...), seconds after. Not in
+# `make test`; CI runs it.
 TL_VENV := build/tl-venv
 TL_VERSION := 3.9.0
 $(TL_VENV)/.installed:
 	$(PYTHON) -m venv $(TL_VENV)
-	$(TL_VENV)/bin/pip install --quiet $(PIP_ARGS) -c $(LOCK) $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) \
-		transformer-lens==$(TL_VERSION)
+	# torch alone from the CPU index, as setup does: with that index beside PyPI for every package,
+	# pip retried the unreachable index for each of TransformerLens's ~80 and took 11 minutes, not 2.
+	$(TL_VENV)/bin/pip install --quiet --no-deps $(PIP_ARGS) -c $(LOCK) \
+		$(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) torch
+	$(TL_VENV)/bin/pip install --quiet $(PIP_ARGS) -c $(LOCK) transformer-lens==$(TL_VERSION)
 	touch $@
 
 .PHONY: hooks-check

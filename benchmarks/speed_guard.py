@@ -99,13 +99,15 @@ def grading_one_notebook(adder, a, b):
     """`attnkit grade` of a solved notebook 01 (every exercise must pass)."""
     from attnkit.course.grading import NOTEBOOKS_DIR, grade_notebook
 
-    solved = Path(tempfile.mkdtemp(prefix="attnkit-guard-")) / "01_attention_from_scratch.ipynb"
+    folder = tempfile.TemporaryDirectory(prefix="attnkit-guard-")  # removed with `grade`, or at exit
+    solved = Path(folder.name) / "01_attention_from_scratch.ipynb"
     nbformat.write(nbformat.read(NOTEBOOKS_DIR / solved.name, as_version=4), solved)
 
     def grade():
         rows = grade_notebook(solved)
         assert all(r.passed for r in rows), rows
 
+    grade.folder = folder  # type: ignore[attr-defined]
     return grade
 
 
