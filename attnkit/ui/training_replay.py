@@ -109,11 +109,15 @@ def heads_figure(run: dict, what: str = "ablation", step: int | None = None) -> 
     else:
         roles = final_roles(run)
         values = np.array([[np.nan if v is None else v for v in roles[h][1]] for h in heads], dtype=float)
-        labels = [f"{h} ({roles[h][0]})" for h in heads]
+        # A head whose best measure stays under ROLE_LIFT has no role: say so, with that measure's lift.
+        labels = [
+            f"{h} ({role})" if (lift[-1] or 0) >= ROLE_LIFT else f"{h} (no role; {role} ×{lift[-1] or 0:.2f})"
+            for h, (role, lift) in ((h, roles[h]) for h in heads)
+        ]
         cmap, bar = "Blues", "lift (share ÷ a uniform head's)"
         title = "when each head's final role appears: its lift over chance"
     fig: Any = Figure(figsize=(9.4, 0.21 * len(heads) + 1.5))
-    ax = fig.add_axes((0.27, 0.9 / fig.get_figheight(), 0.6, 1 - 1.55 / fig.get_figheight()))
+    ax = fig.add_axes((0.31, 0.9 / fig.get_figheight(), 0.56, 1 - 1.55 / fig.get_figheight()))
     image = ax.imshow(values, cmap=cmap, aspect="auto", interpolation="nearest", vmin=0 if what == "ablation" else 1)
     ax.set_yticks(range(len(heads)), labels, fontsize=SMALL)
     ax.set_xticks(range(len(steps)), [str(s) for s in steps], fontsize=SMALL, rotation=90)
