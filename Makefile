@@ -168,10 +168,10 @@ nbgrader-check: setup $(NBGRADER_VENV)/.installed
 	OMP_NUM_THREADS=1 $(PY) tests/nbgrader_check.py $(NBGRADER_VENV) 01 06
 
 # TransformerLens's hook idioms run by the same code on TransformerLens itself and on the adder
-# (tests/compat/transformer_lens_check.py): TransformerLens 3.9 in an environment of its own
-# (build/tl-venv, never the learner's install; torch and numpy at the lock's versions). About 2
-# minutes the first time (pip installs transformers, datasets, wandb...), seconds after. Not in
-# `make test`; CI runs it.
+# (tests/compat/transformer_lens_check.py): TransformerLens 3.9 and 4.3, each in an environment of its
+# own (build/tl-venv, build/tl4-venv; never the learner's install; torch and numpy at the lock's
+# versions). About 2 and 2.5 minutes the first time (pip installs transformers, datasets, wandb...),
+# about 25 seconds after. Not in `make test`; CI runs it.
 TL_VENV := build/tl-venv
 TL_VERSION := 3.9.0
 $(TL_VENV)/.installed:
@@ -183,9 +183,21 @@ $(TL_VENV)/.installed:
 	$(TL_VENV)/bin/pip install --quiet $(PIP_ARGS) -c $(LOCK) transformer-lens==$(TL_VERSION)
 	touch $@
 
+# TransformerLens 4 removed HookedTransformer: the script checks its TransformerBridge instead, on
+# TransformerLens's own model and around a small GPT-2, both made from configs (nothing downloaded).
+TL4_VENV := build/tl4-venv
+TL4_VERSION := 4.3.0
+$(TL4_VENV)/.installed:
+	$(PYTHON) -m venv $(TL4_VENV)
+	$(TL4_VENV)/bin/pip install --quiet --no-deps $(PIP_ARGS) -c $(LOCK) \
+		$(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) torch
+	$(TL4_VENV)/bin/pip install --quiet $(PIP_ARGS) -c $(LOCK) transformer-lens==$(TL4_VERSION)
+	touch $@
+
 .PHONY: hooks-check
-hooks-check: $(TL_VENV)/.installed
+hooks-check: $(TL_VENV)/.installed $(TL4_VENV)/.installed
 	OMP_NUM_THREADS=1 $(TL_VENV)/bin/python tests/compat/transformer_lens_check.py
+	OMP_NUM_THREADS=1 $(TL4_VENV)/bin/python tests/compat/transformer_lens_check.py
 
 # The speed guard (benchmarks/speed_guard.py, about 35 s): the kit's hot paths as ratios against a
 # PyTorch-only baseline of the same run, failing when one is more than its margin above the
