@@ -19,13 +19,17 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 
 def pins(path: Path) -> dict[str, str]:
-    """{normalised name: version} of a file of `name==version` lines."""
+    """{normalised name: version} of a file of `name==version` lines, each with an optional
+    environment marker: the lines whose marker this Python meets."""
     out = {}
     for line in path.read_text().splitlines():
         line = line.split("#")[0].strip()
         if line:
-            name, version = line.split("==")
-            out[normal(name)] = version
+            req = Requirement(line)
+            [spec] = list(req.specifier)
+            assert spec.operator == "==", line
+            if req.marker is None or req.marker.evaluate():
+                out[normal(req.name)] = spec.version
     return out
 
 
