@@ -53,6 +53,21 @@ def test_roles_and_when_they_appear(replay):
             assert min(values[i:]) >= 2.0 and (i == 0 or values[i - 1] < 2.0)
 
 
+def test_the_role_grid_labels_only_roles_that_appear(replay):
+    """A head whose best measure never reaches ROLE_LIFT for good reads "no role", with that lift."""
+    run = replay["seeds"]["0"]
+    fig = heads_figure(run, "role")
+    labels = {t.get_text().split(" ", 1)[0]: t.get_text() for t in fig.axes[0].get_yticklabels()}
+    appears, final = role_appears(run), final_roles(run)
+    assert any(v is None for v in appears.values()) and any(v is not None for v in appears.values())
+    for head, label in labels.items():
+        role, lift = final[head]
+        if appears[head] is None:
+            assert label == f"{head} (no role; {role} ×{lift[-1] or 0:.2f})"
+        else:
+            assert label == f"{head} ({role})"
+
+
 def test_the_explorer_shows_what_it_says(explorer, replay, snapshots):
     run = replay["seeds"]["0"]
     explorer.show(step=160, head="dec.cross.1.3", problem="348+276", view="ablation")

@@ -109,10 +109,13 @@ def heads_figure(run: dict, what: str = "ablation", step: int | None = None) -> 
     else:
         roles = final_roles(run)
         values = np.array([[np.nan if v is None else v for v in roles[h][1]] for h in heads], dtype=float)
-        # A head whose best measure stays under ROLE_LIFT has no role: say so, with that measure's lift.
+        # A head whose role never appears (role_appears) has none: say so, with its best measure's lift.
+        appears = role_appears(run)
         labels = [
-            f"{h} ({role})" if (lift[-1] or 0) >= ROLE_LIFT else f"{h} (no role; {role} ×{lift[-1] or 0:.2f})"
-            for h, (role, lift) in ((h, roles[h]) for h in heads)
+            f"{h} ({roles[h][0]})"
+            if appears[h] is not None
+            else f"{h} (no role; {roles[h][0]} ×{roles[h][1][-1] or 0:.2f})"
+            for h in heads
         ]
         cmap, bar = "Blues", "lift (share ÷ a uniform head's)"
         title = "when each head's final role appears: its lift over chance"

@@ -32,11 +32,16 @@ def called_by_name(model, inputs, names) -> bool:
     return seen == [names["pattern"]]
 
 
+def names_told(model, inputs, name) -> list[str]:
+    """The hook.name each call of a hook attached as `name` is told."""
+    seen: list[str] = []
+    model.run_with_hooks(*inputs, fwd_hooks=[(name, lambda act, hook: seen.append(hook.name))])
+    return seen
+
+
 def hook_name_is_the_name_given(model, inputs, names) -> bool:
     """hook.name is the name the hook was attached by, for z too (a name TransformerLens 4 made an alias)."""
-    seen = []
-    model.run_with_hooks(*inputs, fwd_hooks=[(names["z"], lambda act, hook: seen.append(hook.name))])
-    return seen == [names["z"]]
+    return names_told(model, inputs, names["z"]) == [names["z"]]
 
 
 def called_by_predicate(model, inputs, names) -> bool:
@@ -131,9 +136,9 @@ def cached_under_both_names(model, inputs, names):
 def hook_named_by_its_target(model, inputs, names):
     """A hook attached as z is told the name of the point z is an alias of."""
     target = alias_target(model, inputs, names)
-    seen = []
-    model.run_with_hooks(*inputs, fwd_hooks=[(names["z"], lambda act, hook: seen.append(hook.name))])
-    return f"hook.name is {target}" if target is not None and seen == [target] else None
+    return (
+        f"hook.name is {target}" if target is not None and names_told(model, inputs, names["z"]) == [target] else None
+    )
 
 
 TL4_DIFFERENCES = {
