@@ -24,7 +24,9 @@ from .data import BOS, DATA_DIR, EOS, PAD, decode_digits, encode_sources, load_t
 from .evaluate import evaluate, greedy_correct, mean_z, predict
 from .model import Seq2SeqConfig, Seq2SeqTransformer
 
-CACHE_CHUNK = 1024  # problems per forward pass of run_with_cache
+# Problems per forward pass of run_with_cache. At 1,024 a pass's intermediates left the kernel 27 MB
+# larger after caching the held-out set's patterns; 512 is as fast and gives the same activations.
+CACHE_CHUNK = 512
 
 CHECKPOINT = DATA_DIR / "adder.pt"
 ABLATION_MODES = ("zero", "mean")
