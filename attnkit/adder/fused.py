@@ -5,12 +5,10 @@ The hooked path calls a module for every activation (so that a hook can see or r
 no hook attached those calls are pure overhead, and on a CPU a decoding step of a few hundred
 problems is mostly overhead. Here each layer does its matrix products directly: Q, K and V in one
 product (W_Q pre-scaled by 1/√d_head), keys and values written into a cache allocated once, the
-written-out softmax of core/attention.py for the encoder's short rows. The decoder's attention runs
-feature-major: its Q, K and V come out of the product as (heads, d_head, batch) (the product
-transposes for free), and its keys and values are kept as (position, heads, d_head, batch). A step's
-scores, softmax and weighted sum then reduce over outer axes, along rows of `batch` floats, where
-the model's own (batch, heads, position, d_head) layout would reduce rows of 5-16 floats (half the
-decoder's time), and no step copies a tensor to transpose it.
+written-out softmax of core/attention.py for the encoder's short rows. The decoder keeps its
+keys and values position-major, (position, ..., batch, heads): a step's scores, softmax and weighted
+sum then reduce over the outermost axis, along rows thousands of floats long, where the model's own
+(batch, heads, position, d_head) layout would reduce rows of 5-16 floats (half the decoder's time).
 `greedy` takes this path only when
 nothing could see the difference: no hook attached, no padding in the sources, evaluation mode.
 `tests/test_adder.py` holds it to the hooked path's answers.
@@ -70,23 +68,13 @@ def _qkv(attn: MultiHeadAttention) -> tuple[Tensor, Tensor]:
 
 
 def _attend(q: Tensor, keys: Tensor, values: Tensor) -> Tensor:
-    """One decoding step's attention, feature-major: q (heads, d_head, batch), scaled; keys and values
-    (pos, heads, d_head, batch) -> z (heads, d_head, batch). Every sum runs over an outer axis: the
-    softmax over positions is written out along axis 0."""
-    scores = (keys * q).sum(2)  # (pos, heads, batch)
+    """One decoding step's attention, position-major. q (batch, heads, d_head), scaled; keys
+    (pos, d_head, batch, heads); values (pos, batch, heads, d_head) -> z (batch, heads * d_head).
+    Every sum runs over an outer axis: the softmax over positions is written out along axis 0."""
+    scores = (keys * q.permute(2, 0, 1).contiguous()).sum(1)  # (pos, batch, heads)
     weights = (scores - scores.amax(0)).exp_()
     weights /= weights.sum(0)
-    return (weights.unsqueeze(2) * values).sum(0)
-
-
-def _feature_major(w: Tensor, bias: Tensor, x: Tensor) -> Tensor:
-    """(batch, d_in) -> (d_out, batch): the product W xᵀ + b, transposed by the product itself."""
-    return torch.addmm(bias[:, None], w, x.t())
-
-
-def _add_out(attn: MultiHeadAttention, y: Tensor, z: Tensor) -> Tensor:
-    """y + W_O z + b_O for a feature-major z (heads, d_head, batch): y (batch, d_model)."""
-    return torch.addmm(y, z.flatten(0, 1).t(), attn.W_O.weight.t()).add_(attn.W_O.bias)
+    return (weights.unsqueeze(-1) * values).sum(0).flatten(1)
 
 
 def _out(attn: MultiHeadAttention, z: Tensor) -> Tensor:
@@ -119,25 +107,26 @@ def fused_greedy(model: Seq2SeqTransformer, src: Tensor, chunk: int | None = Non
             for tokens in x.view(-1, cfg.d_model).split(ff_rows):  # views of x: updated in place
                 tokens += _feed_forward(enc.ff, _layer_norm(enc.ln_ff, tokens))
         memory = _layer_norm(model.ln_enc, x)
-        cross = []  # per layer: keys and values, (2, src_pos, heads, d_head, batch)
+        cross = []  # per layer: keys (src_pos, d_head, batch, heads) and values (src_pos, batch, heads, d_head)
         for w, bias in cross_kv:
             kv = F.linear(memory, w, bias).view(batch, n_src, 2, n_heads, d_head)
-            cross.append(kv.permute(2, 1, 3, 4, 0).contiguous())
-        # the decoder's own keys and values, laid out as the memory's, written one step at a time
-        cache = [memory.new_empty((2, steps, n_heads, d_head, batch)) for _ in decoder]
+            cross.append((kv[:, :, 0].permute(1, 3, 0, 2).contiguous(), kv[:, :, 1].transpose(0, 1).contiguous()))
+        cache = [  # the decoder's own keys and values, laid out as the memory's, written one step at a time
+            (memory.new_empty((steps, d_head, batch, n_heads)), memory.new_empty((steps, batch, n_heads, d_head)))
+            for _ in decoder
+        ]
         token = torch.full((batch,), BOS, dtype=torch.long, device=s.device)
         out = s.new_empty((batch, steps))
         for t in range(steps):
             y = model.tok_embed(token) + model.tgt_pos.weight[t]  # (batch, d_model): the newest position
-            for layer, (w, bias), kv, (cross_keys, cross_values), (w_q, b_q) in zip(
+            for layer, (w, bias), (keys, values), (cross_keys, cross_values), (w_q, b_q) in zip(
                 decoder, dec_qkv, cache, cross, cross_q
             ):
-                q, k, v = _feature_major(w, bias, _layer_norm(layer.ln_self, y)).view(3, n_heads, d_head, batch)
-                kv[0, t], kv[1, t] = k, v
-                # At the first step each query has one key: its weight is exactly 1, and z is v.
-                y = _add_out(layer.self_attn, y, v if t == 0 else _attend(q, kv[0, : t + 1], kv[1, : t + 1]))
-                q = _feature_major(w_q, b_q, _layer_norm(layer.ln_cross, y)).view(n_heads, d_head, batch)
-                y = _add_out(layer.cross_attn, y, _attend(q, cross_keys, cross_values))
+                qkv = F.linear(_layer_norm(layer.ln_self, y), w, bias).view(batch, 3, n_heads, d_head)
+                keys[t], values[t] = qkv[:, 1].permute(2, 0, 1), qkv[:, 2]
+                y = y + _out(layer.self_attn, _attend(qkv[:, 0], keys[: t + 1], values[: t + 1]))
+                q = F.linear(_layer_norm(layer.ln_cross, y), w_q, b_q).view(batch, n_heads, d_head)
+                y = y + _out(layer.cross_attn, _attend(q, cross_keys, cross_values))
                 y = y + _feed_forward(layer.ff, _layer_norm(layer.ln_ff, y))
             token = F.linear(_layer_norm(model.ln_dec, y), model.unembed.weight, model.unembed.bias).argmax(-1)
             out[:, t] = token
