@@ -112,10 +112,8 @@ def heads_figure(run: dict, what: str = "ablation", step: int | None = None) -> 
         # A head whose role never appears (role_appears) has none: say so, with its best measure's lift.
         appears = role_appears(run)
         labels = [
-            f"{h} ({roles[h][0]})"
-            if appears[h] is not None
-            else f"{h} (no role; {roles[h][0]} ×{roles[h][1][-1] or 0:.2f})"
-            for h in heads
+            f"{h} ({role})" if appears[h] is not None else f"{h} (no role; {role} ×{lifts[-1] or 0:.2f})"
+            for h, (role, lifts) in ((h, roles[h]) for h in heads)
         ]
         cmap, bar = "Blues", "lift (share ÷ a uniform head's)"
         title = "when each head's final role appears: its lift over chance"
