@@ -372,11 +372,12 @@ def test_sortedness_explorer_names_your_sequence_and_refuses_a_bad_seed():
 
 
 def test_ablation_explorer_consistent_after_bursts_of_clicks(adder, monkeypatch):
-    """60 bursts of 10 clicks on random heads, from several threads at once (as a kernel may
+    """20 bursts of 10 clicks on random heads, from several threads at once (as a kernel may
     deliver them): once each burst settles, every toggle is drawn as it is (red ✕ exactly when
     pressed), and the result shown is a fresh measurement of exactly the pressed heads. (An
     explorer of 100 problems: what is checked is that the result belongs to the heads shown, and
-    the measurement is slowed below to widen the window a click can fall into.)"""
+    the measurement is slowed below to widen the window a click can fall into. Serial ending its
+    loop without checking for a newer request fails at the first burst, in each of 3 runs.)"""
     import threading
     import time
 
@@ -394,7 +395,7 @@ def test_ablation_explorer_consistent_after_bursts_of_clicks(adder, monkeypatch)
     ablation.set_removed([])
     rng = np.random.default_rng(0)
     heads = list(ablation.toggles)
-    for burst in range(60):
+    for burst in range(20):
         picks = [heads[i] for i in rng.choice(len(heads), 10)]
         barrier = threading.Barrier(len(picks))
 
