@@ -163,6 +163,28 @@ class Adder:
         The decoder is fed the model's own greedy output, so the decoder activations are
         exactly the ones it used to produce its answer (causality makes one pass enough).
         """
+        answers, src, tgt, passes = self.cache_passes(problems, names, names_filter)
+        # Each activation is written into its place in one tensor for all problems.
+        cache = ActivationCache({})
+        for rows, chunk in passes:
+            for name, x in chunk.items():
+                if name not in cache.store:
+                    cache.store[name] = x.new_empty((len(src),) + x.shape[1:])
+                cache.store[name][rows] = x
+        cache.store["src"], cache.store["tgt"] = src, tgt
+        cache.labels = {"enc": [tokens(row) for row in src.tolist()], "dec": [tokens(row) for row in tgt.tolist()]}
+        return answers, cache
+
+    @torch.no_grad()
+    def cache_passes(
+        self,
+        problems: Sequence[str],
+        names: Sequence[str] | None = None,
+        names_filter: Sequence[str] | str | Callable[[str], bool] | None = None,
+    ) -> tuple[list[str], torch.Tensor, torch.Tensor, Iterator[tuple[slice, dict]]]:
+        """run_with_cache one pass of CACHE_CHUNK problems at a time, for a measure that needs no
+        whole cache (head_roles): (answers, src, tgt, passes); passes yields (rows, activations)
+        per pass, the activations of problems[rows] by name."""
         a, b = self.parse(problems)
         src = encode_sources(a, b, self.cfg.n_digits, self.cfg.zero_pad).to(self.device)
         out = self.model.greedy(src)
@@ -171,21 +193,19 @@ class Adder:
         # ended with the output before it, and nothing the model wrote there is part of it.
         ended = (tgt == EOS).cumsum(dim=1) > 0
         tgt = tgt.masked_fill(ended, PAD)
-        # In chunks, as greedy decodes: one pass over 10,000 problems held every intermediate of
-        # the whole batch at once (hundreds of MB a learner's kernel kept long after).
-        # Each activation is written into its place in one tensor for all problems.
-        cache = ActivationCache({})
-        for start in range(0, len(src), CACHE_CHUNK):
-            rows = slice(start, start + CACHE_CHUNK)
-            _, chunk = self.model.run_with_cache(src[rows], tgt[rows], names=names, names_filter=names_filter)
-            for name, x in chunk.items():
-                if name not in cache.store:
-                    cache.store[name] = x.new_empty((len(src),) + x.shape[1:])
-                cache.store[name][rows] = x
-        cache.store["src"], cache.store["tgt"] = src.cpu(), tgt.cpu()
-        cache.labels = {"enc": [tokens(row) for row in src.tolist()], "dec": [tokens(row) for row in tgt.tolist()]}
         # The answers are decoded from `out`: a second greedy pass would double the cost.
-        return [decode_digits(row, self.cfg.reverse_output) for row in out.cpu().tolist()], cache
+        answers = [decode_digits(row, self.cfg.reverse_output) for row in out.cpu().tolist()]
+
+        def passes() -> Iterator[tuple[slice, dict]]:
+            # In chunks, as greedy decodes: one pass over 10,000 problems held every intermediate of
+            # the whole batch at once (hundreds of MB a learner's kernel kept long after).
+            for start in range(0, len(src), CACHE_CHUNK):
+                rows = slice(start, start + CACHE_CHUNK)
+                with torch.no_grad():  # not the decorator's: a generator runs after this method returned
+                    _, chunk = self.model.run_with_cache(src[rows], tgt[rows], names=names, names_filter=names_filter)
+                yield rows, chunk.store
+
+        return answers, src.cpu(), tgt.cpu(), passes()
 
     def labels(self, cache: ActivationCache, index: int) -> tuple[list[str], list[str]]:
         """Token labels (source, decoder input) of sample `index` in a run_with_cache cache."""
