@@ -56,7 +56,8 @@ def evaluate(model: Seq2SeqTransformer, a: np.ndarray, b: np.ndarray) -> dict:
     exact = ((out == gold) | ~real).all(dim=1)
     # Teacher forcing: every position sees the true prefix, so errors cannot compound.
     # In chunks, as greedy decodes: one pass over 10,000 problems held every activation at once.
-    tf_pred = torch.cat([model(s, t[:, :-1]).argmax(-1) for s, t in zip(src.split(1024), tgt.split(1024))])
+    # Passes of 512 give the same logits bit for bit as 1,024 and peak ~20 MB lower (notebook 07).
+    tf_pred = torch.cat([model(s, t[:, :-1]).argmax(-1) for s, t in zip(src.split(512), tgt.split(512))])
     tf_right = (tf_pred == gold) | ~real
     n_carries, chain = carry_stats(a, b, cfg.n_digits)
     exact_np = exact.cpu().numpy()
