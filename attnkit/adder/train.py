@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from ..core.allocator import return_freed_memory
 from ..core.checkpoint import checkpoint_bytes, save_checkpoint
 from ..core.outputs import check_output_file, check_replaceable
 from ..core.runtime import AdamW, TrainResult, warmup_cosine
@@ -152,6 +153,7 @@ def train_adder(
         bar.close()
     if best_state is not None:  # the best validated model, not merely the last one
         model.load_state_dict(best_state)
+    return_freed_memory()  # what the steps' graphs used: a learner's kernel would keep it to its end
     result.seconds = time.perf_counter() - start
     if out_path is not None and isinstance(model, Seq2SeqTransformer):
         try:

@@ -9,7 +9,9 @@ gives the figures).
 
 keep_freed_memory() raises glibc's mmap threshold to its 32 MB ceiling and stops it trimming
 the heap: freed blocks are reused instead of returned. The price is that the process keeps
-its peak memory until it exits. Other C libraries (macOS, Windows, musl) are left alone.
+its peak memory until it exits. return_freed_memory() does the opposite once, after a computation
+whose peak will not come back soon (training, in a learner's kernel). Other C libraries (macOS,
+Windows, musl) are left alone.
 """
 
 from __future__ import annotations
@@ -36,3 +38,19 @@ def keep_freed_memory(keep: bool = True) -> bool:
     # Setting either one also switches off glibc's own adjustment of both thresholds.
     mmap_threshold, trim_threshold = (MMAP_THRESHOLD_MAX, 2**30) if keep else (128 * 1024, 128 * 1024)
     return bool(mallopt(M_MMAP_THRESHOLD, mmap_threshold)) and bool(mallopt(M_TRIM_THRESHOLD, trim_threshold))
+
+
+def return_freed_memory() -> bool:
+    """Hand the free pages of the heap back to the OS (glibc's malloc_trim), after a computation
+    whose peak the process will not see again soon: training a model in a learner's kernel left
+    61 MB it kept until the kernel exited, and each later peak (the next training) came on top of
+    it. True when glibc did it; False elsewhere, changing nothing."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return False
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    trim(0)
+    return True
