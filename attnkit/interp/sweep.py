@@ -26,26 +26,30 @@ from ..core.runtime import analysis_threads
 from .ablation import Problems, fills_for, model_of, plain_matches
 
 
-def _base_run(model, p: Problems, rows: int, needed: set) -> dict:
+def _base_run(model, p: Problems, rows: int, starts: set) -> dict:
     """One teacher-forced run as the model stands (the base ablation's hooks attached), keeping,
-    per hook name, what a replay needs; the decoder runs with (empty) incremental-decoding states,
-    as greedy decoding does, so the cross-attention keys and values are the ones it uses."""
-    names = ["hook_memory", "hook_logits"]
-    names += [f"enc.{i}.hook_resid_pre" for i in range(len(model.encoder))]
-    for i in range(len(model.decoder)):
-        names += [
-            f"dec.{i}.hook_resid_pre",
-            f"dec.{i}.hook_resid_mid",
-            f"dec.cross.{i}.hook_k",
-            f"dec.cross.{i}.hook_v",
-        ]
-    names += [f"{name}.hook_z" for name in needed]
+    per hook name, what a replay from each of `starts` needs (and nothing more: the explorer's
+    replays all start at one module, and every residual stream kept was 4 MB per 2,000 problems);
+    the decoder runs with (empty) incremental-decoding states, as greedy decoding does, so the
+    cross-attention keys and values are the ones it uses."""
+    names: set[str] = set()
+    for start in starts:  # what _run_from reads
+        if start is None:
+            names.add("hook_logits")
+            continue
+        side, kind, layer = start.split(".")
+        names.add(f"{start}.hook_z")
+        if side == "enc":
+            names |= {f"enc.{layer}.hook_resid_pre", "dec.0.hook_resid_pre"}
+        else:
+            names |= {"hook_memory", f"dec.{layer}.hook_resid_{'pre' if kind == 'self' else 'mid'}"}
+            names |= {f"dec.cross.{i}.hook_{kv}" for i in range(len(model.decoder)) for kv in "kv"}
     saved: dict[str, list] = {}
 
     def keep(x, hook):
         saved.setdefault(hook.name, []).append(x)
 
-    with model.hooks([(name, keep) for name in names]):
+    with model.hooks([(name, keep) for name in sorted(names)]):
         for src, tgt_in in zip(p.src.split(rows), p.tgt_in.split(rows)):
             memory = model.encode(src)
             model.decode(tgt_in, memory, src == PAD, [{} for _ in model.decoder])
@@ -135,7 +139,7 @@ def fast_matches(
                 continue
             p = Problems(problems.src[where], problems.tgt_in[where, :length], problems.gold[where, :length])
             with ablate_heads(model, base, fills):
-                run = _base_run(model, p, rows, {s for s in starts if s is not None})
+                run = _base_run(model, p, rows, set(starts))
             n = len(p)
             chunk = min(n, rows)
             per_block = max(1, rows // chunk)
