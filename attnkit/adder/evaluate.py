@@ -18,9 +18,11 @@ from ..core.runtime import analysis_threads, model_device
 from .data import EOS, PAD, carry_stats, decode_digits, encode_sources, encode_targets, operands_or_test_set
 from .model import Seq2SeqTransformer
 
-# Problems per pass of mean_z: 4,096 peaked 150 MB higher than 1,024 and was no faster; 512 peaks
-# another 20 MB lower, as fast, and gives the same means.
-MEAN_Z_CHUNK = 512
+# Problems per teacher-forced pass over many problems (evaluate, mean_z, run_with_cache, the replay's
+# loss): the same logits bit for bit at any size, and as fast at 512 as at 1,024 or 4,096; a pass's
+# intermediates stay in a learner's kernel (4,096 peaked 150 MB higher than 1,024, 1,024 20-27 MB
+# higher than 512).
+PASS = 512
 _PER_MODEL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> results that depend on its weights
 
 
@@ -55,9 +57,8 @@ def evaluate(model: Seq2SeqTransformer, a: np.ndarray, b: np.ndarray) -> dict:
     digit = real & (gold != EOS)
     exact = ((out == gold) | ~real).all(dim=1)
     # Teacher forcing: every position sees the true prefix, so errors cannot compound.
-    # In chunks, as greedy decodes: one pass over 10,000 problems held every activation at once.
-    # Passes of 512 give the same logits bit for bit as 1,024 and peak ~20 MB lower (notebook 07).
-    tf_pred = torch.cat([model(s, t[:, :-1]).argmax(-1) for s, t in zip(src.split(512), tgt.split(512))])
+    # In passes, as greedy decodes: one pass over 10,000 problems held every activation at once.
+    tf_pred = torch.cat([model(s, t[:, :-1]).argmax(-1) for s, t in zip(src.split(PASS), tgt.split(PASS))])
     tf_right = (tf_pred == gold) | ~real
     n_carries, chain = carry_stats(a, b, cfg.n_digits)
     exact_np = exact.cpu().numpy()
@@ -111,7 +112,7 @@ def mean_z(model: Seq2SeqTransformer, a: np.ndarray | None = None, b: np.ndarray
     sums: dict[str, Tensor] = {}
     counts: dict[str, int] = {}
     with model.without_hooks():  # the intact model's z, whatever ablation is active around this call
-        for s, t in zip(src.split(MEAN_Z_CHUNK), tgt.split(MEAN_Z_CHUNK)):
+        for s, t in zip(src.split(PASS), tgt.split(PASS)):
             _, cache = model.run_with_cache(s, t[:, :-1], names=[f"{n}.hook_z" for n in names])
             gold = t[:, 1:]
             for name in names:

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from ..adder.data import PAD, carry_stats, encode_sources, encode_targets, operands_or_test_set
-from ..adder.evaluate import evaluate
+from ..adder.evaluate import PASS, evaluate
 from ..core.runtime import analysis_threads
 from .ablation import held_out_problems, model_of, plain_matches
 from .roles import MEASURES, chance_levels, head_roles
@@ -34,10 +34,7 @@ from .sweep import fast_matches
 
 CARRY_GROUPS = ("no carry", "isolated carries", "a carry chain")  # longest chain 0, 1, ≥ 2
 ROLE_MEASURES = tuple(m for m in MEASURES if m != "entropy")  # shares of attention; entropy is not one
-LOSS_CHUNK = 1024  # problems per summed term of the loss: the study's numbers were summed this way
-# Problems per forward pass inside a LOSS_CHUNK: the same logits bit for bit, and a pass of 1,024
-# grew the kernel ~25 MB more than one of 512.
-LOSS_PASS = 512
+LOSS_CHUNK = 1024  # problems per summed term of the loss (run in passes of PASS): the study's numbers were summed so
 
 
 def carry_group(a: np.ndarray, b: np.ndarray, n_digits: int = 3) -> np.ndarray:
@@ -54,7 +51,7 @@ def teacher_forced_loss(model, a: np.ndarray, b: np.ndarray) -> float:
     tgt = encode_targets(a + b, cfg.n_digits, cfg.reverse_output).to(device)
     total, count = 0.0, 0
     for s, t in zip(src.split(LOSS_CHUNK), tgt.split(LOSS_CHUNK)):
-        logits = torch.cat([model.eval()(x, y[:, :-1]) for x, y in zip(s.split(LOSS_PASS), t.split(LOSS_PASS))])
+        logits = torch.cat([model.eval()(x, y[:, :-1]) for x, y in zip(s.split(PASS), t.split(PASS))])
         gold = t[:, 1:]
         total += float(
             F.cross_entropy(logits.reshape(-1, logits.size(-1)), gold.reshape(-1), ignore_index=PAD, reduction="sum")
