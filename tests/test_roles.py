@@ -200,6 +200,9 @@ def test_fast_on_the_whole_held_out_set():
 
 
 def test_head_roles_runs_the_model():
+    # Seeded: an untrained model may answer </s> first on all three problems (6 of 30 seeds), and the
+    # decoder's self-attention then has no row to measure (NaN), whatever test ran before this one.
+    torch.manual_seed(0)
     adder = Adder(Seq2SeqTransformer(Seq2SeqConfig()))
     a, b = np.array([663, 5, 999]), np.array([497, 5, 1])
     roles = head_roles(adder, a, b)
