@@ -110,7 +110,8 @@ def test_loading_refuses_edited_or_foreign_snapshots(tmp_path, snaps):
 
 def test_indexing(snaps):
     assert snaps[-1] is snaps.final and snaps.at_step(400) is snaps.final
-    assert snaps[3] is snaps[3]  # built once
+    third = snaps[3]
+    assert snaps[3] is third  # built once while in use
     assert [s.metrics["step"] for s in snaps[1:3]] == snaps.steps[1:3]
     with pytest.raises(IndexError, match="snapshot 16 of 16"):
         snaps[16]
@@ -120,6 +121,22 @@ def test_indexing(snaps):
         snaps["400"]
     with pytest.raises(ValueError, match="only the adder"):
         attnkit.load_snapshots("sortedness-alibi")
+
+
+def test_a_snapshot_no_one_uses_is_not_kept(snaps):
+    """Each built snapshot holds 1 MB of weights: a pass over all of them (notebook 07's tables, the
+    progress checker) must not keep them all, while one in use stays the same object."""
+    import gc
+    import weakref
+
+    used = snaps[2]
+    dropped = [weakref.ref(snaps[i]) for i in range(len(snaps) - 1) if i != 2]
+    gc.collect()
+    assert all(ref() is None for ref in dropped)
+    assert snaps[2] is used and snaps[-1] is snaps.final
+    before = snaps[5].model.tok_embed.weight.clone()
+    gc.collect()
+    assert torch.equal(snaps[5].model.tok_embed.weight, before)  # rebuilt from the same weights
 
 
 @pytest.mark.filterwarnings("ignore::attnkit.core.checkpoint.CheckpointWarning")  # a 12-step model

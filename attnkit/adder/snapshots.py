@@ -2,7 +2,7 @@
 
     snaps = attnkit.load_snapshots("adder")
     snaps.steps            # [0, 10, 20, ..., 400]: the training steps they were taken at
-    snaps[3]               # an Adder with the weights after step snaps.steps[3] (built on first use)
+    snaps[3]               # an Adder with the weights after step snaps.steps[3] (built when asked for)
     snaps[-1]              # the committed adder itself: data/adder.pt
 
 `python -m attnkit train adder` writes data/adder-snapshots.pt together with data/adder.pt (one
@@ -10,10 +10,15 @@ unit: core/journal.py). It holds the weights at every step of SNAPSHOT_STEPS the
 in float16 to halve the wheel's data (a replay measures these rounded weights, and says so), and
 the digest of the final weights: the last snapshot is not stored twice, it is the checkpoint, and
 loading refuses a snapshot file that belongs to another checkpoint.
+
+A snapshot's Adder is kept only while something uses it (a weak reference): building one takes
+about 7 ms, holding all of them 1 MB each, which a learner's kernel paid twice in notebook 07
+(its own snapshots and the progress checker's).
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -64,7 +69,8 @@ def snapshot_payload(
 
 
 class Snapshots(Sequence):
-    """The snapshots of one training run, oldest first; each an Adder built when first asked for."""
+    """The snapshots of one training run, oldest first; each an Adder built when asked for and kept
+    while it is in use (the final one, the checkpoint, always)."""
 
     def __init__(self, checkpoint: Path | None = None, device: str | None = None):
         from .pretrained import CHECKPOINT, Adder
@@ -94,7 +100,8 @@ class Snapshots(Sequence):
         if set(payload["state_dict"]) != expected:
             raise ValueError(f"{path}: its weights do not match its steps {steps} (the file was edited)")
         self.path, self.final_path, self.steps, self.device = path, checkpoint, steps, self.final.device
-        self._weights, self._names, self._built = payload["state_dict"], names, {len(steps) - 1: self.final}
+        self._weights, self._names = payload["state_dict"], names
+        self._built: weakref.WeakValueDictionary = weakref.WeakValueDictionary({len(steps) - 1: self.final})
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -107,9 +114,10 @@ class Snapshots(Sequence):
         if not -len(self) <= i < len(self):
             raise IndexError(f"snapshot {i} of {len(self)} (steps {self.steps[0]} … {self.steps[-1]})")
         i %= len(self)
-        if i not in self._built:
-            self._built[i] = self._build(i)
-        return self._built[i]
+        adder = self._built.get(i)  # one lookup: an entry can vanish between two
+        if adder is None:
+            adder = self._built[i] = self._build(i)
+        return adder
 
     def at_step(self, step: int):
         """The snapshot taken after training step `step` (ValueError naming the steps there are)."""
