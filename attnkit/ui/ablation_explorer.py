@@ -15,6 +15,7 @@ import ipywidgets as W
 import numpy as np
 
 from ..adder.data import carry_stats, load_test_set, parse_problem
+from ..adder.evaluate import PASS
 from ..core.head_ablation import heads_by_module
 from ..interp.ablation import MODES, Problems, check_baseline, model_of
 from ..interp.studies import CARRY_GROUPS, pruning_subset
@@ -59,7 +60,7 @@ class AblationExplorer:
         self._build(mode, problem)
         try:
             check_baseline(adder, force)
-            self.intact = fast_matches(self.model, self.problems, [[]])[0]
+            self.intact = fast_matches(self.model, self.problems, [[]], rows=PASS)[0]
             self.update()
         except Exception as e:  # a broken model (or anything else): said inside the widget
             self.intact = None
@@ -237,7 +238,9 @@ class AblationExplorer:
         if self.intact is None:
             raise RuntimeError("this explorer has no usable model (see the message above)")
         start = time.perf_counter()
-        right = fast_matches(self.model, self.problems, [removed], mode)[0] if removed else self.intact
+        # One ablation in passes of PASS problems (as in __init__): as fast as one pass of all 2,000,
+        # and a learner's kernel peaks 35 MB lower (notebook 04's highest point).
+        right = fast_matches(self.model, self.problems, [removed], mode, rows=PASS)[0] if removed else self.intact
         result = {
             "removed": list(removed),
             "mode": mode,
