@@ -17,6 +17,7 @@ from attnkit.interp.roles import (
     measure_masks,
     output_places,
     problems_of,
+    roles_and_chance,
     roles_from_cache,
     row_shares,
     source_layout,
@@ -212,6 +213,21 @@ def test_head_roles_runs_the_model():
     assert (roles.entropy <= math.log2(7) + 1e-6).all()
     _, cache = adder.run_with_cache(problems_of(a, b))
     assert roles.equals(head_roles(adder, cache=cache))
+
+
+def test_roles_and_chance_from_one_run_equal_the_cache_s():
+    """roles_and_chance measures pass by pass (PASS problems each) what a whole cache gives."""
+    from attnkit import load_pretrained
+    from attnkit.adder.evaluate import PASS
+
+    adder = load_pretrained("adder")
+    a, b = load_test_set()
+    a, b = a[: PASS + 300], b[: PASS + 300]  # two passes, the second a short one
+    roles, chance = roles_and_chance(adder, a, b)
+    _, cache = adder.run_with_cache(problems_of(a, b))
+    assert roles.equals(head_roles(adder, cache=cache))
+    assert chance.equals(chance_levels(cache, adder.cfg.reverse_output))
+    assert not chance.equals(roles_and_chance(adder, a[:100], b[:100])[1])  # the problems' own chance
 
 
 @pytest.mark.slow  # all 10,000 held-out problems

@@ -3,6 +3,7 @@
     roles = head_roles(adder)          # pandas DataFrame, one row per head: "enc.self.0.1", ...
     roles.loc["dec.cross.1.2", "aligned"]
     chance_levels(cache)               # the same measures for uniform attention, per kind
+    roles, chance = roles_and_chance(adder)   # both, from one run of the model (pass by pass)
     row_shares(cache, "enc.self.0.2", "carry")   # one head, every query row: for breakdowns
 
 Every measure is an average over *query rows*: for one row (one query position of one sample)
@@ -319,9 +320,14 @@ def _means_and_typical(sums: dict, counts: dict, scale: np.ndarray) -> tuple[np.
 def chance_levels(cache: dict, reverse_output: bool = False) -> pd.DataFrame:
     """Each measure for a head that spreads its attention uniformly over the keys it may see,
     one row per attention kind: a measured share means something only well above this."""
+    return _chance_table(_module_measures(cache, reverse_output, uniform=True))
+
+
+def _chance_table(modules) -> pd.DataFrame:
+    """The chance table from each module's (head ids, sums, counts) under uniform attention."""
     heads: list[str] = []
     shares: dict[str, list] = {m: [] for m in MEASURES}
-    for module_heads, sums, counts in _module_measures(cache, reverse_output, uniform=True):
+    for module_heads, sums, counts in modules:
         heads += module_heads
         with np.errstate(invalid="ignore", divide="ignore"):
             for m in MEASURES:
@@ -342,21 +348,38 @@ def head_roles(
     (an index into a, b). Pass `cache` from adder.run_with_cache to skip the model's run."""
     if cache is not None:
         return roles_from_cache(cache, adder.cfg.reverse_output)
+    src, tgt, (modules,) = _measured_by_pass(adder, a, b, uniform=(False,))
+    return _table(modules, src, tgt)
+
+
+def roles_and_chance(
+    adder, a: np.ndarray | None = None, b: np.ndarray | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """head_roles(adder, a, b) and chance_levels of the same problems, from one run of the model
+    (pass by pass, as head_roles measures: no cache of every pattern is held)."""
+    src, tgt, (modules, uniform) = _measured_by_pass(adder, a, b, uniform=(False, True))
+    return _table(modules, src, tgt), _chance_table(uniform)
+
+
+def _measured_by_pass(adder, a, b, uniform: tuple[bool, ...]):
+    """(src, tgt, per entry of `uniform` the list of each module's (head ids, sums, counts) over every
+    problem): the model runs once, one pass of problems at a time, each pass dropped once measured, so
+    the patterns of every problem at once (35 MB over the 10,000 held-out problems) are never held."""
     a, b = operands_or_test_set(a, b)
     names = [f"{name}.hook_pattern" for name in adder.model.attention_modules()]
     with analysis_threads():
         _, src, tgt, passes = adder.cache_passes(problems_of(a, b), names=names)
-        # Measured one pass of problems at a time, each pass dropped once measured: the patterns of
-        # every problem at once (35 MB over the 10,000 held-out problems) are never held.
-        modules: list[tuple[list[str], dict, dict]] = []  # per module: head ids, sums and counts of every problem
+        # per entry of `uniform`, per module: head ids, sums and counts of every problem
+        measured: tuple[list[tuple[list[str], dict, dict]], ...] = tuple([] for _ in uniform)
         for rows, chunk in passes:
             chunk = {**chunk, "src": src[rows], "tgt": tgt[rows]}
-            for i, (heads, sums, counts) in enumerate(_module_measures(chunk, adder.cfg.reverse_output, uniform=False)):
-                if i == len(modules):  # the first pass: the module's arrays for every problem
-                    modules.append((heads, _rows_for(sums, len(src)), _rows_for(counts, len(src))))
-                for m in MEASURES:
-                    modules[i][1][m][rows], modules[i][2][m][rows] = sums[m], counts[m]
-    return _table(modules, src, tgt)
+            for modules, flat in zip(measured, uniform):
+                for i, (heads, sums, counts) in enumerate(_module_measures(chunk, adder.cfg.reverse_output, flat)):
+                    if i == len(modules):  # the first pass: the module's arrays for every problem
+                        modules.append((heads, _rows_for(sums, len(src)), _rows_for(counts, len(src))))
+                    for m in MEASURES:
+                        modules[i][1][m][rows], modules[i][2][m][rows] = sums[m], counts[m]
+    return src, tgt, measured
 
 
 def _rows_for(part: dict, n: int) -> dict:
