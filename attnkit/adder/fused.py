@@ -3,20 +3,25 @@
 
 The hooked path calls a module for every activation (so that a hook can see or replace it); with
 no hook attached those calls are pure overhead, and on a CPU a decoding step of a few hundred
-problems is mostly overhead. Here each layer does its matrix products directly: Q, K and V in one
-product (W_Q pre-scaled by 1/√d_head), keys and values written into a cache allocated once, the
-written-out softmax of core/attention.py for the encoder's short rows. The decoder keeps its
-keys and values position-major, (position, ..., batch, heads): a step's scores, softmax and weighted
-sum then reduce over the outermost axis, along rows thousands of floats long, where the model's own
-(batch, heads, position, d_head) layout would reduce rows of 5-16 floats (half the decoder's time).
-`greedy` takes this path only when
-nothing could see the difference: no hook attached, no padding in the sources, evaluation mode.
-`tests/test_adder.py` holds it to the hooked path's answers.
+problems is mostly overhead. Here each layer does its matrix products directly:
+- Q, K and V in one product (W_Q pre-scaled by 1/√d_head); residual updates in place (x.addmm_).
+- The first layer of the encoder and of the decoder read a table instead of a product: their input
+  is the embedding of a (position, token) pair, so their Q, K and V take one of
+  positions × vocabulary values, computed once per call.
+- The decoder works feature-major: its Q, K and V come out as (d_head, heads, batch), and its
+  cache of keys and values as (position, d_head, heads, batch). A step's scores, softmax and
+  weighted sum then reduce over outer axes along rows thousands of floats long, where the model's
+  own (batch, heads, position, d_head) layout would reduce rows of 5-16 floats.
+- A chunk's large outputs go into buffers allocated for the first chunk and reused by the rest
+  (out=): a fresh buffer page-faults on first touch, which took as long as the copy itself.
+`greedy` takes this path only when nothing could see the difference: no hook attached, no padding
+in the sources, evaluation mode. `tests/test_fused.py` holds it to the hooked path's answers.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+import math
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 import torch
 import torch.nn.functional as F
@@ -46,13 +51,40 @@ def chunk_size(model: Seq2SeqTransformer, n_src: int) -> int:
     return max(64, CHUNK_BYTES // (4 * floats))
 
 
+class _Buffers:
+    """Tensors allocated for the first (largest) chunk and handed out again, as views of the
+    size asked for, to every later one."""
+
+    def __init__(self, like: Tensor):
+        self.like, self.flat = like, cast(dict[str, Tensor], {})
+
+    def get(self, name: str, *shape: int) -> Tensor:
+        n = math.prod(shape)
+        if name not in self.flat or self.flat[name].numel() < n:
+            self.flat[name] = self.like.new_empty(n)
+        return self.flat[name][:n].view(shape)
+
+
+class _DecoderWeights(NamedTuple):
+    """One decoder layer's weights for the feature-major layout: every Q, K and V row in the order
+    (d_head, heads), and W_O's columns to match; biases as columns where a product is (rows, batch)."""
+
+    qkv: tuple[Tensor, Tensor]
+    out: tuple[Tensor, Tensor]
+    cross_q: tuple[Tensor, Tensor]
+    cross_kv: tuple[Tensor, Tensor]
+    cross_out: tuple[Tensor, Tensor]
+
+
 def _layer_norm(ln: nn.LayerNorm, x: Tensor) -> Tensor:
     return F.layer_norm(x, ln.normalized_shape, ln.weight, ln.bias, ln.eps)
 
 
-def _feed_forward(ff: nn.Sequential, x: Tensor) -> Tensor:
+def _add_feed_forward(ff: nn.Sequential, ln: nn.LayerNorm, x: Tensor) -> Tensor:
+    """x += ff(ln(x)), in place: the second product adds straight into x."""
     first, second = cast(nn.Linear, ff[0]), cast(nn.Linear, ff[2])
-    return F.linear(F.gelu(F.linear(x, first.weight, first.bias)), second.weight, second.bias)
+    hidden = F.gelu(F.linear(_layer_norm(ln, x), first.weight, first.bias))
+    return x.addmm_(hidden, second.weight.t()).add_(second.bias)
 
 
 def _scaled_q(attn: MultiHeadAttention) -> tuple[Tensor, Tensor]:
@@ -67,67 +99,109 @@ def _qkv(attn: MultiHeadAttention) -> tuple[Tensor, Tensor]:
     return torch.cat([w_q, attn.W_K.weight, attn.W_V.weight]), torch.cat([b_q, attn.W_K.bias, attn.W_V.bias])
 
 
-def _attend(q: Tensor, keys: Tensor, values: Tensor) -> Tensor:
-    """One decoding step's attention, position-major. q (batch, heads, d_head), scaled; keys
-    (pos, d_head, batch, heads); values (pos, batch, heads, d_head) -> z (batch, heads * d_head).
-    Every sum runs over an outer axis: the softmax over positions is written out along axis 0."""
-    scores = (keys * q.permute(2, 0, 1).contiguous()).sum(1)  # (pos, batch, heads)
+def _decoder_weights(layer: DecoderLayer, n_heads: int) -> _DecoderWeights:
+    d_model = layer.self_attn.W_O.weight.size(0)
+    # feature-major rows: row d * heads + h is head h's feature d (the model's own order is h * d_head + d)
+    rows = torch.arange(d_model, device=layer.self_attn.W_O.weight.device).view(n_heads, -1).t().reshape(-1)
+    w, b = _qkv(layer.self_attn)
+    w_q, b_q = _scaled_q(layer.cross_attn)
+    cross = layer.cross_attn
+    return _DecoderWeights(
+        qkv=(
+            w.view(3, d_model, d_model)[:, rows].reshape(3 * d_model, d_model),
+            b.view(3, d_model)[:, rows].reshape(-1, 1),
+        ),
+        out=(layer.self_attn.W_O.weight[:, rows].t(), layer.self_attn.W_O.bias),
+        cross_q=(w_q[rows], b_q[rows].view(-1, 1)),
+        cross_kv=(
+            torch.cat([cross.W_K.weight[rows], cross.W_V.weight[rows]]),
+            torch.cat([cross.W_K.bias[rows], cross.W_V.bias[rows]]).view(-1, 1),
+        ),
+        cross_out=(cross.W_O.weight[:, rows].t(), cross.W_O.bias),
+    )
+
+
+def _attend(q: Tensor, keys: Tensor, values: Tensor, scratch: Tensor) -> Tensor:
+    """One decoding step's attention, feature-major. q (d_head, heads, batch), scaled; keys and
+    values (pos, d_head, heads, batch); scratch a buffer of at least their shape -> z
+    (d_head * heads, batch). Every sum runs over an outer axis: the softmax over positions is
+    written out along axis 0."""
+    products = scratch[: keys.size(0)]
+    scores = torch.mul(keys, q, out=products).sum(1)  # (pos, heads, batch)
     weights = (scores - scores.amax(0)).exp_()
     weights /= weights.sum(0)
-    return (weights.unsqueeze(-1) * values).sum(0).flatten(1)
-
-
-def _out(attn: MultiHeadAttention, z: Tensor) -> Tensor:
-    return F.linear(z, attn.W_O.weight, attn.W_O.bias)
+    return torch.mul(weights.unsqueeze(1), values, out=products).sum(0).flatten(0, 1)
 
 
 @torch.no_grad()
 def fused_greedy(model: Seq2SeqTransformer, src: Tensor, chunk: int | None = None) -> Tensor:
     """(batch, src_pos) ids with no padding -> (batch, tgt_pos - 1) greedy ids after <s>."""
     cfg = model.cfg
-    n_heads, d_head, steps = cfg.n_heads, cfg.d_model // cfg.n_heads, cfg.max_tgt_len - 1
+    d_model, n_heads, steps = cfg.d_model, cfg.n_heads, cfg.max_tgt_len - 1
+    d_head, vocab = d_model // n_heads, cfg.vocab_size
     encoder, decoder = cast(list["EncoderLayer"], list(model.encoder)), cast(list["DecoderLayer"], list(model.decoder))
     enc_qkv = [_qkv(layer.self_attn) for layer in encoder]
-    dec_qkv = [_qkv(layer.self_attn) for layer in decoder]
-    cross_q = [_scaled_q(layer.cross_attn) for layer in decoder]
-    cross_kv = [  # W_K and W_V stacked: the memory's keys and values in one product
-        (torch.cat([m.W_K.weight, m.W_V.weight]), torch.cat([m.W_K.bias, m.W_V.bias]))
-        for m in (layer.cross_attn for layer in decoder)
-    ]
+    dec = [_decoder_weights(layer, n_heads) for layer in decoder]
+    # The tables: row position * vocab + token is that pair's embedding, and the first layer's Q, K, V of it
+    # (pos + token here as in the model: floating-point addition commutes, so the rows are the model's own)
+    src_embedded = (model.src_pos.weight[:, None] + model.tok_embed.weight).flatten(0, 1)
+    src_qkv = F.linear(_layer_norm(encoder[0].ln_attn, src_embedded), *enc_qkv[0])
+    tgt_embedded = (model.tgt_pos.weight[:steps, None] + model.tok_embed.weight).flatten(0, 1)
+    tgt_qkv = torch.addmm(dec[0].qkv[1], dec[0].qkv[0], _layer_norm(decoder[0].ln_self, tgt_embedded).t())  # by column
     ff_rows = max(64, FF_SLICE_BYTES // (4 * cfg.d_ff))
+    buffers = _Buffers(src_embedded)
     outs = []
     for s in src.split(chunk or chunk_size(model, src.size(1))):
         batch, n_src = s.shape
-        x = model.tok_embed(s) + model.src_pos.weight[:n_src]
-        for enc, (w, bias) in zip(encoder, enc_qkv):
-            qkv = F.linear(_layer_norm(enc.ln_attn, x), w, bias).view(batch, n_src, 3, n_heads, d_head)
-            q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each (batch, heads, pos, d_head)
+        ids = (s + torch.arange(0, n_src * vocab, vocab, device=s.device)).flatten()
+        x = torch.index_select(src_embedded, 0, ids, out=buffers.get("x", batch * n_src, d_model))
+        for i, (enc, (w, bias)) in enumerate(zip(encoder, enc_qkv)):
+            qkv = buffers.get("qkv", batch * n_src, 3 * d_model)
+            if i == 0:
+                torch.index_select(src_qkv, 0, ids, out=qkv)
+            else:
+                torch.addmm(bias, _layer_norm(enc.ln_attn, x), w.t(), out=qkv)
+            q, k, v = qkv.view(batch, n_src, 3, n_heads, d_head).permute(
+                2, 0, 3, 1, 4
+            )  # each (batch, heads, pos, d_head)
             z = softmax_short_rows(q @ k.transpose(-2, -1)) @ v
-            x += _out(enc.self_attn, z.transpose(1, 2).reshape(batch, n_src, cfg.d_model))
-            for tokens in x.view(-1, cfg.d_model).split(ff_rows):  # views of x: updated in place
-                tokens += _feed_forward(enc.ff, _layer_norm(enc.ln_ff, tokens))
-        memory = _layer_norm(model.ln_enc, x)
-        cross = []  # per layer: keys (src_pos, d_head, batch, heads) and values (src_pos, batch, heads, d_head)
-        for w, bias in cross_kv:
-            kv = F.linear(memory, w, bias).view(batch, n_src, 2, n_heads, d_head)
-            cross.append((kv[:, :, 0].permute(1, 3, 0, 2).contiguous(), kv[:, :, 1].transpose(0, 1).contiguous()))
-        cache = [  # the decoder's own keys and values, laid out as the memory's, written one step at a time
-            (memory.new_empty((steps, d_head, batch, n_heads)), memory.new_empty((steps, batch, n_heads, d_head)))
-            for _ in decoder
-        ]
+            x.addmm_(z.transpose(1, 2).reshape(-1, d_model), enc.self_attn.W_O.weight.t()).add_(enc.self_attn.W_O.bias)
+            for tokens in x.split(ff_rows):  # views of x: updated in place
+                _add_feed_forward(enc.ff, enc.ln_ff, tokens)
+        memory = _layer_norm(model.ln_enc, x).view(batch, n_src, d_model).transpose(0, 1).contiguous()
+        cross = []  # per layer: the memory's keys and values, each (src_pos, d_head, heads, batch)
+        for i, weights in enumerate(dec):
+            kv = buffers.get(f"cross {i}", n_src, 2 * d_model, batch)
+            w, bias = weights.cross_kv
+            torch.baddbmm(bias, w.expand(n_src, -1, -1), memory.transpose(1, 2), out=kv)
+            cross.append(
+                (
+                    kv[:, :d_model].view(n_src, d_head, n_heads, batch),
+                    kv[:, d_model:].view(n_src, d_head, n_heads, batch),
+                )
+            )
+        scratch = buffers.get("scratch", max(n_src, steps), d_head, n_heads, batch)
+        # per layer, the Q, K and V of every step: (step, 3, d_head, heads, batch), each step's written once
+        caches = [buffers.get(f"cache {i}", steps, 3, d_head, n_heads, batch) for i in range(len(decoder))]
         token = torch.full((batch,), BOS, dtype=torch.long, device=s.device)
         out = s.new_empty((batch, steps))
         for t in range(steps):
-            y = model.tok_embed(token) + model.tgt_pos.weight[t]  # (batch, d_model): the newest position
-            for layer, (w, bias), (keys, values), (cross_keys, cross_values), (w_q, b_q) in zip(
-                decoder, dec_qkv, cache, cross, cross_q
-            ):
-                qkv = F.linear(_layer_norm(layer.ln_self, y), w, bias).view(batch, 3, n_heads, d_head)
-                keys[t], values[t] = qkv[:, 1].permute(2, 0, 1), qkv[:, 2]
-                y = y + _out(layer.self_attn, _attend(qkv[:, 0], keys[: t + 1], values[: t + 1]))
-                q = F.linear(_layer_norm(layer.ln_cross, y), w_q, b_q).view(batch, n_heads, d_head)
-                y = y + _out(layer.cross_attn, _attend(q, cross_keys, cross_values))
-                y = y + _feed_forward(layer.ff, _layer_norm(layer.ln_ff, y))
+            ids = token + t * vocab
+            y = F.embedding(ids, tgt_embedded)  # (batch, d_model): the newest position
+            for i, (layer, weights, cache, (cross_keys, cross_values)) in enumerate(zip(decoder, dec, caches, cross)):
+                if i == 0:
+                    torch.index_select(tgt_qkv, 1, ids, out=cache[t].view(3 * d_model, batch))
+                else:
+                    w, bias = weights.qkv
+                    torch.addmm(bias, w, _layer_norm(layer.ln_self, y).t(), out=cache[t].view(3 * d_model, batch))
+                z = _attend(cache[t, 0], cache[: t + 1, 1], cache[: t + 1, 2], scratch)
+                y.addmm_(z.t(), weights.out[0]).add_(weights.out[1])
+                w, bias = weights.cross_q
+                q = torch.addmm(bias, w, _layer_norm(layer.ln_cross, y).t()).view(d_head, n_heads, batch)
+                y.addmm_(_attend(q, cross_keys, cross_values, scratch).t(), weights.cross_out[0]).add_(
+                    weights.cross_out[1]
+                )
+                _add_feed_forward(layer.ff, layer.ln_ff, y)
             token = F.linear(_layer_norm(model.ln_dec, y), model.unembed.weight, model.unembed.bias).argmax(-1)
             out[:, t] = token
         outs.append(out)
