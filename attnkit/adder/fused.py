@@ -161,9 +161,8 @@ def fused_greedy(model: Seq2SeqTransformer, src: Tensor, chunk: int | None = Non
                 torch.index_select(src_qkv, 0, ids, out=qkv)
             else:
                 torch.addmm(bias, _layer_norm(enc.ln_attn, x), w.t(), out=qkv)
-            q, k, v = qkv.view(batch, n_src, 3, n_heads, d_head).permute(
-                2, 0, 3, 1, 4
-            )  # each (batch, heads, pos, d_head)
+            # q, k and v, each (batch, heads, pos, d_head)
+            q, k, v = qkv.view(batch, n_src, 3, n_heads, d_head).permute(2, 0, 3, 1, 4)
             z = softmax_short_rows(q @ k.transpose(-2, -1)) @ v
             x.addmm_(z.transpose(1, 2).reshape(-1, d_model), enc.self_attn.W_O.weight.t()).add_(enc.self_attn.W_O.bias)
             for tokens in x.split(ff_rows):  # views of x: updated in place
@@ -174,12 +173,7 @@ def fused_greedy(model: Seq2SeqTransformer, src: Tensor, chunk: int | None = Non
             kv = buffers.get(f"cross {i}", n_src, 2 * d_model, batch)
             w, bias = weights.cross_kv
             torch.baddbmm(bias, w.expand(n_src, -1, -1), memory.transpose(1, 2), out=kv)
-            cross.append(
-                (
-                    kv[:, :d_model].view(n_src, d_head, n_heads, batch),
-                    kv[:, d_model:].view(n_src, d_head, n_heads, batch),
-                )
-            )
+            cross.append(kv.view(n_src, 2, d_head, n_heads, batch).unbind(1))
         scratch = buffers.get("scratch", max(n_src, steps), d_head, n_heads, batch)
         # per layer, the Q, K and V of every step: (step, 3, d_head, heads, batch), each step's written once
         caches = [buffers.get(f"cache {i}", steps, 3, d_head, n_heads, batch) for i in range(len(decoder))]
