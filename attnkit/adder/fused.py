@@ -56,7 +56,8 @@ class _Buffers:
     size asked for, to every later one."""
 
     def __init__(self, like: Tensor):
-        self.like, self.flat = like, cast(dict[str, Tensor], {})
+        self.like = like
+        self.flat: dict[str, Tensor] = {}
 
     def get(self, name: str, *shape: int) -> Tensor:
         n = math.prod(shape)
@@ -147,7 +148,8 @@ def fused_greedy(model: Seq2SeqTransformer, src: Tensor, chunk: int | None = Non
     src_embedded = (model.src_pos.weight[:, None] + model.tok_embed.weight).flatten(0, 1)
     src_qkv = F.linear(_layer_norm(encoder[0].ln_attn, src_embedded), *enc_qkv[0])
     tgt_embedded = (model.tgt_pos.weight[:steps, None] + model.tok_embed.weight).flatten(0, 1)
-    tgt_qkv = torch.addmm(dec[0].qkv[1], dec[0].qkv[0], _layer_norm(decoder[0].ln_self, tgt_embedded).t())  # by column
+    w, bias = dec[0].qkv
+    tgt_qkv = torch.addmm(bias, w, _layer_norm(decoder[0].ln_self, tgt_embedded).t())  # a column per pair
     ff_rows = max(64, FF_SLICE_BYTES // (4 * cfg.d_ff))
     buffers = _Buffers(src_embedded)
     outs = []
