@@ -7,7 +7,10 @@ problems is mostly overhead. Here each layer does its matrix products directly:
 - Q, K and V in one product (W_Q pre-scaled by 1/√d_head); residual updates in place (x.addmm_).
 - The first layer of the encoder and of the decoder read a table instead of a product: their input
   is the embedding of a (position, token) pair, so their Q, K and V take one of
-  positions × vocabulary values, computed once per call.
+  positions × vocabulary values, computed once per call. The encoder's first layer goes further:
+  its scores are one of pairs² values per head, read from a table too, and its V is gathered
+  straight into the (batch, heads, pos, d_head) layout its weighted sum reads (no Q·K product, no
+  copy of q, k or v for that layer).
 - The decoder works feature-major: its Q, K and V come out as (d_head, heads, batch), and its
   cache of keys and values as (position, d_head, heads, batch). A step's scores, softmax and
   weighted sum then reduce over outer axes along rows thousands of floats long, where the model's
@@ -147,6 +150,12 @@ def fused_greedy(model: Seq2SeqTransformer, src: Tensor, chunk: int | None = Non
     # (pos + token here as in the model: floating-point addition commutes, so the rows are the model's own)
     src_embedded = (model.src_pos.weight[:, None] + model.tok_embed.weight).flatten(0, 1)
     src_qkv = F.linear(_layer_norm(encoder[0].ln_attn, src_embedded), *enc_qkv[0])
+    # ... and from those the first layer's scores of every two pairs and its V, head by head:
+    # (heads * pairs * pairs,) and (heads * pairs, d_head)
+    n_pairs = src_qkv.size(0)
+    q0, k0, v0 = src_qkv.view(n_pairs, 3, n_heads, d_head).permute(1, 2, 0, 3)
+    src_scores, src_v = (q0 @ k0.transpose(-2, -1)).flatten(), v0.reshape(-1, d_head)
+    src_heads = torch.arange(0, n_heads * n_pairs, n_pairs, device=src.device).view(1, -1, 1)
     tgt_embedded = (model.tgt_pos.weight[:steps, None] + model.tok_embed.weight).flatten(0, 1)
     w, bias = dec[0].qkv
     tgt_qkv = torch.addmm(bias, w, _layer_norm(decoder[0].ln_self, tgt_embedded).t())  # a column per pair
@@ -158,14 +167,17 @@ def fused_greedy(model: Seq2SeqTransformer, src: Tensor, chunk: int | None = Non
         ids = (s + torch.arange(0, n_src * vocab, vocab, device=s.device)).flatten()
         x = torch.index_select(src_embedded, 0, ids, out=buffers.get("x", batch * n_src, d_model))
         for i, (enc, (w, bias)) in enumerate(zip(encoder, enc_qkv)):
-            qkv = buffers.get("qkv", batch * n_src, 3 * d_model)
-            if i == 0:
-                torch.index_select(src_qkv, 0, ids, out=qkv)
+            if i == 0:  # scores (batch, heads, pos, pos) and v (batch, heads, pos, d_head) from the tables
+                rows = (src_heads + ids.view(batch, 1, n_src)).flatten()  # head h's row of each token's pair
+                v = torch.index_select(src_v, 0, rows, out=buffers.get("v", rows.numel(), d_head))
+                pairs = (rows * n_pairs).view(batch, n_heads, n_src, 1) + ids.view(batch, 1, 1, n_src)
+                z = softmax_short_rows(torch.take(src_scores, pairs)) @ v.view(batch, n_heads, n_src, d_head)
             else:
+                qkv = buffers.get("qkv", batch * n_src, 3 * d_model)
                 torch.addmm(bias, _layer_norm(enc.ln_attn, x), w.t(), out=qkv)
-            # q, k and v, each (batch, heads, pos, d_head)
-            q, k, v = qkv.view(batch, n_src, 3, n_heads, d_head).permute(2, 0, 3, 1, 4)
-            z = softmax_short_rows(q @ k.transpose(-2, -1)) @ v
+                # q, k and v, each (batch, heads, pos, d_head)
+                q, k, v = qkv.view(batch, n_src, 3, n_heads, d_head).permute(2, 0, 3, 1, 4)
+                z = softmax_short_rows(q @ k.transpose(-2, -1)) @ v
             x.addmm_(z.transpose(1, 2).reshape(-1, d_model), enc.self_attn.W_O.weight.t()).add_(enc.self_attn.W_O.bias)
             for tokens in x.split(ff_rows):  # views of x: updated in place
                 _add_feed_forward(enc.ff, enc.ln_ff, tokens)
