@@ -170,6 +170,7 @@ def fused_greedy(model: Seq2SeqTransformer, src: Tensor, chunk: int | None = Non
             if i == 0:  # scores (batch, heads, pos, pos) and v (batch, heads, pos, d_head) from the tables
                 rows = (src_heads + ids.view(batch, 1, n_src)).flatten()  # head h's row of each token's pair
                 v = torch.index_select(src_v, 0, rows, out=buffers.get("v", rows.numel(), d_head))
+                # flat index into src_scores: (h * pairs + query pair) * pairs + key pair
                 pairs = (rows * n_pairs).view(batch, n_heads, n_src, 1) + ids.view(batch, 1, 1, n_src)
                 z = softmax_short_rows(torch.take(src_scores, pairs)) @ v.view(batch, n_heads, n_src, d_head)
             else:
