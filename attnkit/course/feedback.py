@@ -15,7 +15,7 @@ from pathlib import Path
 
 import nbformat
 
-from ..core.checkpoint import atomic_write
+from ..core.journal import atomic_write  # torch-free: the grader's process never imports torch
 from .grading import NOTEBOOKS_DIR, Row, course_notebooks, exercise_of
 
 HEADING = re.compile(r"^#+\s*(⭐+)\s*(.+)$", re.MULTILINE)  # "### ⭐⭐ Exercise: scaled dot-product attention"
@@ -157,7 +157,5 @@ def write_feedback(
     for learner, learner_rows in learners.items():
         markdown = page(learner, learner_rows, known, hints, worth)
         for suffix, text in ((".md", markdown), (".html", as_html(markdown))):
-            atomic_write(
-                folder / (names[learner] + suffix), lambda tmp, text=text: Path(tmp).write_text(text, encoding="utf-8")
-            )
+            atomic_write(folder / (names[learner] + suffix), text.encode("utf-8"))
     return paths
