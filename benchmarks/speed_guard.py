@@ -41,7 +41,7 @@ import attnkit  # noqa: E402
 from attnkit import interp  # noqa: E402
 from attnkit.adder.data import PAD, encode_sources, encode_targets, load_test_set  # noqa: E402
 from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer  # noqa: E402
-from attnkit.core.checkpoint import atomic_write  # noqa: E402
+from attnkit.core.journal import atomic_write  # noqa: E402
 from attnkit.interp.ablation import Problems  # noqa: E402
 
 FIGURES = Path(__file__).with_name("speed_guard.json")
@@ -127,12 +127,12 @@ def grading_one_notebook(adder, a, b):
     return grade
 
 
-CASES = {  # name -> (what builds the callable to time, repeats, its baseline)
-    "evaluation": (evaluation, 5, "nn.Transformer"),
-    "training step": (training_step, 10, "floor"),
-    "ablation sweep": (ablation_sweep, 3, "floor"),
-    "explorer redraw": (explorer_redraw, 10, "floor"),
-    "grading one notebook": (grading_one_notebook, 3, "floor"),
+CASES = {  # name -> (what builds the callable to time, repeats, what builds its baseline)
+    "evaluation": (evaluation, 5, nn_transformer_greedy),
+    "training step": (training_step, 10, floor_replay),
+    "ablation sweep": (ablation_sweep, 3, floor_replay),
+    "explorer redraw": (explorer_redraw, 10, floor_replay),
+    "grading one notebook": (grading_one_notebook, 3, floor_replay),
 }
 
 
@@ -181,7 +181,6 @@ def main() -> None:
     adder = attnkit.load_pretrained("adder")
     a, b = load_test_set()
     src = encode_sources(a, b, 3, True)
-    builders = {"floor": floor_replay, "nn.Transformer": nn_transformer_greedy}
     baselines: dict = {}  # each built once, when a case first needs it
     unknown = set(args.only or []) - set(CASES)
     if unknown:
@@ -192,7 +191,7 @@ def main() -> None:
         if args.only and name not in args.only:
             continue
         if against not in baselines:
-            baselines[against] = builders[against](adder.model, src)
+            baselines[against] = against(adder.model, src)
         run, baseline = build(adder, a, b), baselines[against]
         ratio, seconds = measure(run, baseline, repeats)
         want = committed["ratios"].get(name)
@@ -205,7 +204,7 @@ def main() -> None:
         print(f"{name:<22} {seconds:8.3f} {ratio:7.2f} {want or float('nan'):10.2f} {limit:7.2f}  {verdict}")
     if args.record:
         committed["ratios"].update(ratios)
-        atomic_write(FIGURES, lambda tmp: tmp.write_text(json.dumps(committed, indent=2) + "\n"))
+        atomic_write(FIGURES, (json.dumps(committed, indent=2) + "\n").encode())
         print(f"recorded in {FIGURES}")
     if failed and not args.record:
         print(f"slower than committed by more than {committed['margin']:.0%}: {', '.join(failed)}")

@@ -205,7 +205,7 @@ def test_files_are_written_with_the_users_umask(tmp_path, payload):
             payload["metrics"],
             report=(tmp_path / "a.json", {"x": 1}),
         )
-        ck.atomic_write(tmp_path / "b.json", lambda t: Path(t).write_text("{}"))
+        journal.atomic_write(tmp_path / "b.json", b"{}")
     finally:
         os.umask(old)
     for name in ("a.pt", "a.json", "b.json"):

@@ -9,7 +9,6 @@ import io
 import json
 import math
 import os
-import secrets
 import stat
 import sys
 import typing
@@ -26,21 +25,6 @@ from . import journal
 FORMAT_VERSION = 1
 # the committed checkpoints and results; ATTNKIT_DATA_DIR points elsewhere (tests swap in broken models)
 DATA_DIR = data_dir()
-
-
-def atomic_write(path: Path, write) -> None:
-    """Call write(tmp_path), then rename over `path`: readers never see half a file. The
-    temporary is created first (mode 0o666 less the umask) and write() fills it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = journal.temporary(path, secrets.token_hex(8))
-    try:
-        journal.create_new(tmp, b"", sync=False)
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.lexists(tmp):
-            os.remove(tmp)
 
 
 # Saving several files as one unit (a checkpoint and its report): core/journal.py.
