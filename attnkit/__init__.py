@@ -57,7 +57,20 @@ def _describe_figures() -> None:
     shell.display_formatter.mimebundle_formatter.for_type_by_name("matplotlib.figure", "Figure", bundle)
 
 
+def _trim_after_each_cell() -> None:
+    """In a notebook kernel, freed memory goes back to the system after every cell
+    (core/allocator.py)."""
+    import sys
+
+    shell = sys.modules["IPython"].get_ipython() if "IPython" in sys.modules else None
+    if shell is not None and hasattr(shell, "events"):
+        from .core.allocator import return_freed_memory_after_each_cell
+
+        return_freed_memory_after_each_cell(shell)
+
+
 _describe_figures()
+_trim_after_each_cell()
 
 
 def __getattr__(name: str) -> Any:

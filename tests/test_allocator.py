@@ -1,5 +1,5 @@
 """keep_freed_memory: glibc takes the settings on Linux; elsewhere nothing changes. return_freed_memory:
-the heap's free pages go back to the OS."""
+the heap's free pages go back to the OS, and in a notebook kernel after every cell."""
 
 import os
 import sys
@@ -41,3 +41,42 @@ def test_freed_memory_in_the_middle_of_the_heap_goes_back_to_the_os():
     after = resident()
     assert before - after > 40 * 2**20, f"resident {before / 2**20:.0f} -> {after / 2**20:.0f} MiB"
     assert len(pins) == 800
+
+
+# A notebook kernel as IPython runs one: `import attnkit` in a cell, then a cell that leaves 50 MB of
+# freed blocks of 16 KB between blocks still in use (glibc's free() gives blocks of 64 KB and more back
+# by itself, not these). Prints the resident MiB given back between the end of that cell's code and
+# the next cell.
+KERNEL = """
+import os
+from pathlib import Path
+from IPython.core.interactiveshell import InteractiveShell
+def resident():
+    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+shell = InteractiveShell.instance()
+shell.user_ns["resident"] = resident
+shell.run_cell("import attnkit")
+shell.run_cell(
+    "blocks, pins = [], []\\nfor _ in range(3200):\\n    blocks.append(b'1' * 16384)\\n    pins.append(b'2' * 2048)\\n"
+    "del blocks\\nbefore = resident()"
+)
+print((shell.user_ns["before"] - resident()) / 2**20)
+"""
+
+
+@pytest.mark.slow  # two Python processes
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim exists on Linux only")
+def test_a_notebook_kernel_gives_freed_memory_back_after_each_cell_unless_told_to_keep_it():
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
+    kept = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824"  # make test's KEEP_FREED
+    freed = {
+        setting: float(
+            subprocess.run(
+                [sys.executable, "-c", KERNEL], env=env | tunables, capture_output=True, text=True, check=True
+            ).stdout.split()[-1]
+        )
+        for setting, tunables in (("default", {}), ("keep", {"GLIBC_TUNABLES": kept}))
+    }
+    assert freed["default"] > 40 and freed["keep"] < 10, freed
