@@ -294,9 +294,9 @@ def check_notebook_03(page) -> None:
 def expect_ran(page, last_line: str) -> None:
     """The notebook's last cell printed `last_line` (in an output, not the cell's source, which is
     visible from the start), and no cell showed a traceback."""
-    from playwright.sync_api import expect
-
-    expect(page.locator(".jp-OutputArea-output", has_text=last_line)).to_be_visible(timeout=120 * SECONDS)
+    # wait_for, not expect: each of expect's polls that fails writes an accessibility snapshot of the
+    # whole page for its message, and this one polls while a notebook runs (a CPU-second or more each time)
+    page.locator(".jp-OutputArea-output", has_text=last_line).wait_for(timeout=120 * SECONDS)
     errors = page.locator(
         ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']", has_text="Traceback"
     )
@@ -499,14 +499,13 @@ def click_bursts(page, ablation, result) -> list:
 
 def run_cell(page, source: str, marker: str) -> dict:
     """Type `source` into the notebook's last cell, run it, and read the JSON it prints after `marker`."""
-    from playwright.sync_api import expect
 
     editor = page.locator(".jp-Notebook .jp-Cell").last.locator(".cm-content")  # the notebook's empty last cell
     editor.click()
     page.keyboard.insert_text(source)
     page.keyboard.press("Shift+Enter")
     line = page.locator(".jp-OutputArea-output", has_text=marker).last
-    expect(line).to_be_visible(timeout=60 * SECONDS)
+    line.wait_for(timeout=60 * SECONDS)  # not expect: see expect_ran
     return json.loads(line.inner_text().split(marker, 1)[1].strip())
 
 
@@ -517,10 +516,9 @@ PRESSED = """e => Array.from(e.querySelectorAll('.attnkit-head-toggle.mod-danger
 
 
 def expect_idle(page) -> None:
-    """The status bar, not the toolbar: the toolbar says idle before the kernel has started."""
-    from playwright.sync_api import expect
-
-    expect(page.get_by_text(re.compile(r"\(ipykernel\) \| Idle"))).to_be_visible(timeout=90 * SECONDS)
+    """The status bar, not the toolbar: the toolbar says idle before the kernel has started. (wait_for, not
+    expect: see expect_ran.)"""
+    page.get_by_text(re.compile(r"\(ipykernel\) \| Idle")).wait_for(timeout=90 * SECONDS)
 
 
 EXPLORERS = [f".attnkit-{name}explorer" for name in ("", "ablation-", "sortedness-", "patching-", "replay-")]

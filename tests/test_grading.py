@@ -136,8 +136,8 @@ ATTACKS = {
     "memory bomb": "import torch\nhog = [torch.ones(2**28) for _ in range(64)]",  # 64 GiB asked for
     "a file-size bomb": code("""
         with open('big.bin', 'wb') as f:
-            for _ in range(2048):
-                f.write(b'x' * 2**20)"""),
+            f.seek(2**31)  # 2 GiB long: the limit counts a file's length, written or sparse
+            f.write(b'x')"""),
 }
 BASELINE: dict = {}
 
@@ -160,6 +160,8 @@ def test_the_attacks_from_the_learners_cells_change_nothing(tmp_path):
     (tmp_path / "base").mkdir()
     graded, baseline = graded_on_merit(tmp_path, list(ATTACKS.values()))
     assert graded == baseline, (graded, list(ATTACKS))
+    big = tmp_path / "big.bin"  # the file-size bomb's: held to the learner's file limit, not 2 GiB long
+    assert big.exists() and big.stat().st_size <= runner.FILE_LIMIT, big.stat().st_size
     assert baseline["01-causal-mask"][1].startswith("❌ causal_mask: upper triangle"), baseline
     assert [passed for passed, _, _ in baseline.values()] == [False, True, True, True, True], baseline  # honest ones
 
