@@ -133,7 +133,13 @@ ATTACKS = {
                 f.f_locals['exercises'].clear()
             f = f.f_back
         assert not nonces, nonces"""),
-    "memory bomb": "import torch\nhog = [torch.ones(2**28) for _ in range(64)]",  # 64 GiB asked for
+    "memory bomb": code("""
+        import torch
+        try:  # 64 GiB asked for, 1 GiB at a time (untouched: the limit counts address space, not pages written)
+            hog = [torch.empty(2**28) for _ in range(64)]
+            open('hog.txt', 'w').write('granted')
+        except RuntimeError:
+            open('hog.txt', 'w').write('refused')"""),
     "a file-size bomb": code("""
         with open('big.bin', 'wb') as f:
             f.seek(2**31)  # 2 GiB long: the limit counts a file's length, written or sparse
@@ -162,6 +168,7 @@ def test_the_attacks_from_the_learners_cells_change_nothing(tmp_path):
     assert graded == baseline, (graded, list(ATTACKS))
     big = tmp_path / "big.bin"  # the file-size bomb's: held to the learner's file limit, not 2 GiB long
     assert big.exists() and big.stat().st_size <= runner.FILE_LIMIT, big.stat().st_size
+    assert (tmp_path / "hog.txt").read_text() == "refused"  # the memory bomb's: held to the memory limit
     assert baseline["01-causal-mask"][1].startswith("❌ causal_mask: upper triangle"), baseline
     assert [passed for passed, _, _ in baseline.values()] == [False, True, True, True, True], baseline  # honest ones
 
