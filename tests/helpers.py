@@ -135,6 +135,28 @@ def wait_gone(pids, seconds: float) -> bool:
     return not any(alive(p) for p in pids)
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time process `pid` has used (user and system); 0 once it is gone. Reads /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# A training worker past importing torch and the kit (0.8 CPU-s here) and into its first steps: a
+# measure of work, not of time, so that a busy machine does not signal a worker still importing.
+TRAINING_CPU_SECONDS = 1.5
+
+
+def wait_training(pids, timeout: float = 120) -> None:
+    """Wait until every process in `pids` has used TRAINING_CPU_SECONDS of CPU (or has ended)."""
+    deadline = time.monotonic() + timeout
+    while any(alive(p) and cpu_seconds(p) < TRAINING_CPU_SECONDS for p in pids):
+        assert time.monotonic() < deadline, f"workers still starting after {timeout} s"
+        time.sleep(0.05)
+
+
 def children(pid: int, command: str = "") -> list[int]:
     """The child processes of `pid`, started from any of its threads, whose command line contains
     `command`. Reads /proc."""

@@ -23,7 +23,7 @@ from attnkit.core.checkpoint import CheckpointWarning
 from attnkit.course import editions
 from attnkit.course.grading import NOTEBOOKS_DIR
 
-from helpers import alive, wait_gone
+from helpers import alive, wait_gone, wait_training
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 SMALL = Seq2SeqConfig(d_model=16, d_ff=32, n_heads=2, n_enc_layers=1, n_dec_layers=1)
@@ -129,7 +129,7 @@ def start_with_workers(out: Path):
         time.sleep(0.2)
         workers = spawned_workers(proc.pid)
     assert proc.poll() is None and len(workers) == 2, proc.stderr.read() if proc.poll() is not None else ""
-    time.sleep(2)  # training now
+    wait_training(workers)
     return proc, workers
 
 
@@ -169,7 +169,7 @@ def test_sigterm_to_train_sortedness_stops_it_and_its_workers(tmp_path):
         while time.monotonic() < deadline and proc.poll() is None and len(workers) < 2:
             time.sleep(0.2)
             workers = spawned_workers(proc.pid)
-        time.sleep(2)
+        wait_training(workers)
         proc.send_signal(signal.SIGTERM)  # to the parent only, as `kill` does
         proc.wait(timeout=30)
         assert wait_gone(workers, 10)

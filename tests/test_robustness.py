@@ -27,7 +27,7 @@ from attnkit.core import outputs, runtime
 from attnkit.core.checkpoint import CheckpointWarning, checkpoint_bytes, json_bytes, load_checkpoint, save_checkpoint
 from attnkit.sortedness import load_classifier
 
-from helpers import alive, children
+from helpers import alive, children, wait_training
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
@@ -243,7 +243,7 @@ def test_ctrl_c_to_the_process_group_stops_train_sortedness_and_its_workers(tmp_
             time.sleep(0.2)  # until its progress bar is up and its workers run
             workers = spawned_workers(proc.pid)
         assert proc.poll() is None and len(workers) == (expected if expected > 1 else 0)
-        time.sleep(3)  # the runs are training now
+        wait_training(workers or [proc.pid])  # the runs are training now (on a GPU, in the process itself)
         os.killpg(proc.pid, signal.SIGINT)  # as a terminal sends Ctrl-C
         sent = time.monotonic()
         proc.wait(timeout=30)
