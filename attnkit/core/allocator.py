@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 import sys
 
@@ -27,20 +28,28 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt() parameters, from glibc'
 MMAP_THRESHOLD_MAX = 32 * 1024 * 1024  # glibc refuses more on 64-bit
 
 
+@functools.cache
+def _glibc() -> ctypes.CDLL | None:
+    """The C library, when it is glibc (it has mallopt and malloc_trim); else None. Looked up once:
+    find_library runs ldconfig (about 4 ms), and a notebook kernel trims after every cell."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallopt.argtypes, libc.mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+        libc.malloc_trim.argtypes, libc.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
+    except (OSError, AttributeError):  # not glibc (e.g. musl has no mallopt)
+        return None
+    return libc
+
+
 def keep_freed_memory(keep: bool = True) -> bool:
     """True when glibc accepted the settings (Linux); False elsewhere, changing nothing.
     keep=False sets glibc's initial thresholds (128 KiB) again: the baseline of the benchmark."""
-    if not sys.platform.startswith("linux"):
+    libc = _glibc() if sys.platform.startswith("linux") else None
+    if libc is None:
         return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # not glibc (e.g. musl has no mallopt)
-        return False
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     # Setting either one also switches off glibc's own adjustment of both thresholds.
     mmap_threshold, trim_threshold = (MMAP_THRESHOLD_MAX, 2**30) if keep else (128 * 1024, 128 * 1024)
-    return bool(mallopt(M_MMAP_THRESHOLD, mmap_threshold)) and bool(mallopt(M_TRIM_THRESHOLD, trim_threshold))
+    return bool(libc.mallopt(M_MMAP_THRESHOLD, mmap_threshold)) and bool(libc.mallopt(M_TRIM_THRESHOLD, trim_threshold))
 
 
 def return_freed_memory() -> bool:
@@ -48,14 +57,10 @@ def return_freed_memory() -> bool:
     whose peak the process will not see again soon: training a model in a learner's kernel left
     61 MB it kept until the kernel exited, and each later peak (the next training) came on top of
     it. True when glibc did it; False elsewhere, changing nothing."""
-    if not sys.platform.startswith("linux"):
+    libc = _glibc() if sys.platform.startswith("linux") else None
+    if libc is None:
         return False
-    try:
-        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):  # not glibc
-        return False
-    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    trim(0)
+    libc.malloc_trim(0)
     return True
 
 
@@ -68,11 +73,9 @@ def return_freed_memory_after_each_cell(shell) -> bool:
     peak fell from 425-429 MiB to 417-418 MiB, and what it holds at the end from 425 to 408 MiB; a trim
     takes a few ms. Not where the environment sets glibc's trim threshold (GLIBC_TUNABLES, as `make
     test` does to keep freed memory): that choice stands. True when registered (once per shell)."""
-    if "glibc.malloc.trim_threshold" in os.environ.get("GLIBC_TUNABLES", "") or not sys.platform.startswith("linux"):
+    if "glibc.malloc.trim_threshold" in os.environ.get("GLIBC_TUNABLES", ""):
         return False
-    try:
-        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim  # noqa: B018 (glibc only)
-    except (OSError, AttributeError):
+    if not sys.platform.startswith("linux") or _glibc() is None:
         return False
     shell.events.register("post_run_cell", _after_cell)  # IPython registers a function once
     return True
