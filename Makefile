@@ -65,7 +65,8 @@ solutions: $(LAB_STAMP)
 # CLI sets them, attnkit/core/allocator.py; other C libraries ignore it): evaluation frees and
 # allocates blocks of a few MB hundreds of times, and with glibc's defaults each comes back as page
 # faults (tests/test_claims.py alone: 9.3 s of system time -> 0.3 s, 37 -> 27 s). What is computed
-# does not change; `make lab` keeps glibc's defaults.
+# does not change; `make lab` keeps glibc's defaults, and there a notebook kernel gives freed memory back
+# after every cell (attnkit/core/allocator.py; KEEP_FREED switches that off too).
 KEEP_FREED := GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824
 test: setup chromium
 	PYTHONDONTWRITEBYTECODE= $(PY) -m attnkit student build/student --force
