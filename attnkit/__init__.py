@@ -38,14 +38,19 @@ _LAZY = {
 }
 
 
+def _ipython():
+    """The running IPython shell (a notebook kernel), or None; IPython itself is never imported here."""
+    import sys
+
+    return sys.modules["IPython"].get_ipython() if "IPython" in sys.modules else None
+
+
 def _describe_figures() -> None:
     """In IPython, a matplotlib figure's text/plain is its description (attnkit.ui.alt_text): the
     words a screen reader or the course site can use. Nothing is imported for it now. Registered
     with the mime-bundle formatter: the inline backend, once a notebook draws its first figure, takes
     every Figure printer off the per-type formatters (IPython's select_figure_formats), not this one."""
-    import sys
-
-    shell = sys.modules["IPython"].get_ipython() if "IPython" in sys.modules else None
+    shell = _ipython()
     if shell is None or not hasattr(shell, "display_formatter"):
         return
 
@@ -60,9 +65,7 @@ def _describe_figures() -> None:
 def _trim_after_each_cell() -> None:
     """In a notebook kernel, freed memory goes back to the system after every cell
     (core/allocator.py)."""
-    import sys
-
-    shell = sys.modules["IPython"].get_ipython() if "IPython" in sys.modules else None
+    shell = _ipython()
     if shell is not None and hasattr(shell, "events"):
         from .core.allocator import return_freed_memory_after_each_cell
 

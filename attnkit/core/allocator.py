@@ -28,10 +28,15 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt() parameters, from glibc'
 MMAP_THRESHOLD_MAX = 32 * 1024 * 1024  # glibc refuses more on 64-bit
 
 
-@functools.cache
 def _glibc() -> ctypes.CDLL | None:
-    """The C library, when it is glibc (it has mallopt and malloc_trim); else None. Looked up once:
-    find_library runs ldconfig (about 4 ms), and a notebook kernel trims after every cell."""
+    """The C library on Linux, when it is glibc (it has mallopt and malloc_trim); else None."""
+    return _find_glibc() if sys.platform.startswith("linux") else None
+
+
+@functools.cache
+def _find_glibc() -> ctypes.CDLL | None:
+    """Looked up once: find_library runs ldconfig (about 4 ms), and a notebook kernel trims after
+    every cell."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         libc.mallopt.argtypes, libc.mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
@@ -44,7 +49,7 @@ def _glibc() -> ctypes.CDLL | None:
 def keep_freed_memory(keep: bool = True) -> bool:
     """True when glibc accepted the settings (Linux); False elsewhere, changing nothing.
     keep=False sets glibc's initial thresholds (128 KiB) again: the baseline of the benchmark."""
-    libc = _glibc() if sys.platform.startswith("linux") else None
+    libc = _glibc()
     if libc is None:
         return False
     # Setting either one also switches off glibc's own adjustment of both thresholds.
@@ -57,7 +62,7 @@ def return_freed_memory() -> bool:
     whose peak the process will not see again soon: training a model in a learner's kernel left
     61 MB it kept until the kernel exited, and each later peak (the next training) came on top of
     it. True when glibc did it; False elsewhere, changing nothing."""
-    libc = _glibc() if sys.platform.startswith("linux") else None
+    libc = _glibc()
     if libc is None:
         return False
     libc.malloc_trim(0)
@@ -75,7 +80,7 @@ def return_freed_memory_after_each_cell(shell) -> bool:
     test` does to keep freed memory): that choice stands. True when registered (once per shell)."""
     if "glibc.malloc.trim_threshold" in os.environ.get("GLIBC_TUNABLES", ""):
         return False
-    if not sys.platform.startswith("linux") or _glibc() is None:
+    if _glibc() is None:
         return False
     shell.events.register("post_run_cell", _after_cell)  # IPython registers a function once
     return True
