@@ -30,8 +30,6 @@ from pathlib import Path
 
 import pytest
 
-from attnkit.exercises.checking import checker_lines
-
 OUTPUT_GAP_S = 60
 SOLUTIONS = Path(__file__).resolve().parent / "notebooks"  # the solution edition
 # The files that take longest under `make test` (measured on 2 cores), longest first; every other
@@ -141,6 +139,8 @@ def pytest_runtest_call(item):
     cell = getattr(item, "cell", None)
     if cell is None or "check" not in cell.get("metadata", {}).get("tags", []):
         return result
+    from attnkit.exercises.checking import checker_lines  # here: the xdist controller runs no cell, needs no torch
+
     lines = checker_lines(item.test_outputs or [])
     exercise = cell.metadata.get("attnkit", {}).get("exercise", "?")
     expected = _expected_mark(item)

@@ -6,7 +6,6 @@ import os
 import signal
 
 import pytest
-import torch
 
 from helpers import CHROMIUM, in_ci
 
@@ -29,6 +28,8 @@ def adder():
 def untrained_adder():
     """An adder of the default size with random weights (seed 0): for the mechanism (hooks,
     patching, ablation), where the results must not depend on what training learned."""
+    import torch
+
     from attnkit.adder import Adder
     from attnkit.adder.model import Seq2SeqConfig, Seq2SeqTransformer
 
@@ -39,6 +40,8 @@ def untrained_adder():
 @pytest.fixture(scope="module")
 def one_thread():
     """The kit's models are tiny: one thread is as fast, and far faster when the cores are shared."""
+    import torch
+
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
