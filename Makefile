@@ -68,7 +68,7 @@ solutions: $(LAB_STAMP)
 # does not change; `make lab` keeps glibc's defaults, and there a notebook kernel gives freed memory back
 # after every cell (attnkit/core/allocator.py; KEEP_FREED switches that off too).
 KEEP_FREED := GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824
-test: setup chromium
+test: setup chromium site-vendor
 	PYTHONDONTWRITEBYTECODE= $(PY) -m attnkit student build/student --force
 	PYTHONDONTWRITEBYTECODE= OMP_NUM_THREADS=1 $(KEEP_FREED) CHROMIUM=$(CHROMIUM) $(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder --nbval-lax tests notebooks build/student
 
@@ -77,7 +77,7 @@ test: setup chromium
 # tests run under `make test`); `slow` and `browser` marks are left out everywhere. No nbval.
 CHECK_SKIP := nbgrader_check.py test_broken_models.py test_browser.py test_course.py test_grading.py \
 	test_guards_files.py test_guards_runs.py test_imports.py test_notebooks.py test_resources.py \
-	test_install.py test_robustness.py test_site.py test_wheel.py test_wheel_hub.py test_widgets.py test_claims.py test_bench_threads.py
+	test_install.py test_robustness.py test_site.py test_site_vendor.py test_wheel.py test_wheel_hub.py test_widgets.py test_claims.py test_bench_threads.py
 check: setup
 	OMP_NUM_THREADS=1 $(KEEP_FREED) $(PY) -m pytest -q -n 2 -p no:cacheprovider -o addopts="-p pytest_startup" -m "not slow and not browser" \
 		$(addprefix --ignore=tests/,$(CHECK_SKIP)) tests
@@ -128,9 +128,17 @@ self-study: $(LAB_STAMP)
 # The course site: every notebook run on the committed checkpoints and rendered with its outputs
 # to site/ (index.html first), readable offline; then the site's browser test on every page.
 # npm fetches two pinned JavaScript packages once (build/site-vendor/). About 4 minutes on 2 cores.
-site: setup chromium
+site: setup chromium site-vendor
 	OMP_NUM_THREADS=1 $(PY) docs/build_site.py --out site
 	ATTNKIT_SITE=site CHROMIUM=$(CHROMIUM) $(PY) -m pytest -q -p no:cacheprovider tests/test_site.py
+
+# The pinned JavaScript packages of the site and of the tests' accessibility checks (axe-core), fetched
+# once with npm into build/site-vendor/ before the tests start (not by whichever test needs one first,
+# inside pytest's time). Without npm, the tests that need them say so: skipped, or failed under CI.
+.PHONY: site-vendor
+site-vendor: setup
+	@if command -v npm >/dev/null; then $(PY) docs/build_site.py --fetch-only; \
+	else echo "make: npm not found: the site and accessibility tests need it once (apt-get install npm)"; fi
 
 # The README's pictures in docs/, from the committed checkpoints and results (docs/figures.json
 # records a hash of what each was drawn from; tests/test_docs_figures.py fails when one is stale).

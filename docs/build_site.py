@@ -145,7 +145,9 @@ def live_site():
 
 
 def npm_tarball(spec: str, integrity: str) -> Path:
-    """The package's tarball from build/site-vendor/, fetched with `npm pack` once; hash checked."""
+    """The package's tarball from build/site-vendor/, fetched with `npm pack` once; hash checked.
+    Fetched into a folder of its own and then renamed into place: an interrupted fetch, or two tests
+    fetching at once, leave no half-written tarball for another process to read."""
     VENDOR_CACHE.mkdir(parents=True, exist_ok=True)
     name, version = spec.rsplit("@", 1)
     path = VENDOR_CACHE / f"{name.lstrip('@').replace('/', '-')}-{version}.tgz"
@@ -155,7 +157,9 @@ def npm_tarball(spec: str, integrity: str) -> Path:
             sys.exit(
                 f"build_site: npm is needed once to fetch {spec} (apt-get install npm, or Node.js from nodejs.org)"
             )
-        subprocess.run([npm, "pack", "--silent", spec], cwd=VENDOR_CACHE, check=True, stdout=subprocess.DEVNULL)
+        with tempfile.TemporaryDirectory(dir=VENDOR_CACHE, prefix=".fetch-") as fetch:
+            subprocess.run([npm, "pack", "--silent", spec], cwd=fetch, check=True, stdout=subprocess.DEVNULL)
+            os.replace(Path(fetch) / path.name, path)
     digest = "sha512-" + base64.b64encode(hashlib.sha512(path.read_bytes()).digest()).decode()
     if digest != integrity:
         path.unlink()
@@ -177,12 +181,22 @@ def extract(tarball: Path, members: dict[str, Path]) -> None:
                     target.write_bytes(tar.extractfile(info).read())
 
 
+def fetch_packages() -> None:
+    """Every pinned package in build/site-vendor/ (`make site-vendor`): the site's widget renderer and
+    the tests' axe-core, fetched before a test needs them rather than by the first test that does."""
+    for spec, integrity in [*NPM.items(), AXE]:
+        print(f"build/site-vendor: {npm_tarball(spec, integrity).name}")
+    axe_script()
+
+
 def axe_script() -> Path:
     """axe-core's browser bundle, axe.min.js, taken out of its pinned tarball once into build/site-vendor/."""
     tarball = npm_tarball(*AXE)
     script = VENDOR_CACHE / f"{tarball.stem}.min.js"
     if not script.exists():
-        extract(tarball, {"axe.min.js": script})
+        partial = script.with_name(f".{script.name}.{os.getpid()}")  # renamed once whole, as npm_tarball
+        extract(tarball, {"axe.min.js": partial})
+        os.replace(partial, script)
     return script
 
 
@@ -582,7 +596,13 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--live-only", nargs="+", metavar="NN", default=[], help="pages with a live explorer only, not run: 04 05"
     )
+    parser.add_argument(
+        "--fetch-only", action="store_true", help="fetch the pinned npm packages into build/site-vendor/ and stop"
+    )
     args = parser.parse_args(argv)
+    if args.fetch_only:
+        fetch_packages()
+        return
     build(args.out, args.only, args.jobs, args.live_only)
 
 
