@@ -169,23 +169,6 @@ def test_committed_checkpoints_load_and_match_the_results(encoding):
     assert clf.metrics["hard"][256] == results["hard"][256]["seeds"][0]
 
 
-@committed
-def test_passes_within_the_cache_give_the_same_numbers(monkeypatch):
-    """probabilities() on a CPU takes length-256 rows 8 at a time (model.CACHE_PATTERN_BYTES), not
-    16: the same numbers bit for bit as one pass of 16 (the committed relative model, a bias added)."""
-    from attnkit.sortedness import model as sortedness_model
-
-    clf = load_classifier("relative")
-    rows = list(make_test_sets(lengths=(256,))[256][0][::23][:32])  # sorted, hard and shuffled rows
-    passes = []
-    clf.register_forward_pre_hook(lambda module, args: passes.append(len(args[0])))
-    capped = clf.probabilities(rows)
-    monkeypatch.setattr(sortedness_model, "CACHE_PATTERN_BYTES", 1 << 40)
-    whole = clf.probabilities(rows)
-    assert passes == [8] * 4 + [16] * 2
-    assert np.array_equal(capped, whole)
-
-
 OBVIOUS = [
     list(range(10, 22)),
     [5, 9, 12, 30, 31, 40, 41, 41, 60, 70, 80, 99],

@@ -38,14 +38,6 @@ class SortednessConfig:
 MEMORY_BUDGET = 1 << 30  # bytes one forward pass of predict may spend on attention patterns
 PATTERN_COPIES = 4  # (heads, L, L) float32 tensors alive at once: scores, bias, pattern, a spare
 # (measured: 3.1 x heads·L²·4 bytes of peak memory at L = 3,000 and 4,096)
-# On a CPU, probabilities() passes few enough rows at once that one (rows, heads, L, L) float32 tensor
-# of scores stays within this: the passes over the scores (bias, softmax, weights · values) then stay
-# in the CPU's caches. With 4 heads it changes lengths over 128 only (256: 8 rows a pass, not 16).
-# ALiBi and relative (a bias added to the scores) then take 1.2 s instead of 2.5 for 750 rows of
-# length 256 (one thread, AMD EPYC), the others as long as before; the same numbers bit for bit
-# (every committed run, every test length). Smaller passes were not much faster, and at length 128
-# they move the last bits. A GPU keeps its larger batches.
-CACHE_PATTERN_BYTES = 8 << 20
 
 
 def memory_length_cap(n_heads: int) -> int:
@@ -173,8 +165,6 @@ class SortednessClassifier(HookedModel, nn.Module):
         out = np.empty(len(seqs))
         n_pos = max(len(s) for s in seqs)
         step = max(1, batch_size * 16 // max(16, n_pos))  # keep (batch, heads, L, L) patterns small
-        if device.type == "cpu":  # ... within the cache (CACHE_PATTERN_BYTES)
-            step = min(step, max(1, CACHE_PATTERN_BYTES // (self.cfg.n_heads * 4 * n_pos**2)))
         # ... and within the memory budget whatever batch_size asks for
         step = min(step, max(1, MEMORY_BUDGET // (PATTERN_COPIES * self.cfg.n_heads * 4 * n_pos**2)))
         for i in range(0, len(seqs), step):
