@@ -32,6 +32,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from attnkit.core.journal import atomic_write
 from attnkit.course import skip_the_iri_grammar
 
 skip_the_iri_grammar()  # before nbformat and nbconvert: 0.9 s less here and in each forked notebook runner
@@ -184,19 +185,18 @@ def extract(tarball: Path, members: dict[str, Path]) -> None:
 def fetch_packages() -> None:
     """Every pinned package in build/site-vendor/ (`make site-vendor`): the site's widget renderer and
     the tests' axe-core, fetched before a test needs them rather than by the first test that does."""
-    for spec, integrity in [*NPM.items(), AXE]:
+    for spec, integrity in NPM.items():
         print(f"build/site-vendor: {npm_tarball(spec, integrity).name}")
-    axe_script()
+    print(f"build/site-vendor: {axe_script().name}")
 
 
 def axe_script() -> Path:
     """axe-core's browser bundle, axe.min.js, taken out of its pinned tarball once into build/site-vendor/."""
     tarball = npm_tarball(*AXE)
     script = VENDOR_CACHE / f"{tarball.stem}.min.js"
-    if not script.exists():
-        partial = script.with_name(f".{script.name}.{os.getpid()}")  # renamed once whole, as npm_tarball
-        extract(tarball, {"axe.min.js": partial})
-        os.replace(partial, script)
+    if not script.exists():  # written whole or not at all, as npm_tarball's tarballs
+        with tarfile.open(tarball) as tar:
+            atomic_write(script, tar.extractfile("package/axe.min.js").read())
     return script
 
 
@@ -601,7 +601,14 @@ def main(argv=None) -> None:
     )
     args = parser.parse_args(argv)
     if args.fetch_only:
-        fetch_packages()
+        from attnkit.__main__ import handle_stop_signals, interrupted_status, say
+
+        handle_stop_signals()  # SIGTERM and SIGHUP as Ctrl-C: a fetch they stop leaves no temporary behind
+        try:
+            fetch_packages()
+        except KeyboardInterrupt:
+            say("build_site: stopped; build/site-vendor/ keeps only the packages fetched whole")
+            sys.exit(interrupted_status())
         return
     build(args.out, args.only, args.jobs, args.live_only)
 

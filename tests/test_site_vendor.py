@@ -3,9 +3,14 @@ nothing another process could read as the package, and a whole one is renamed in
 replaced by a script on PATH: no network."""
 
 import base64
+import contextlib
 import hashlib
 import importlib.util
+import os
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -51,3 +56,36 @@ def test_a_whole_fetch_is_renamed_into_place_and_checked(build_site, tmp_path, m
     with pytest.raises(SystemExit, match="does not match its pinned sha512"):  # a tarball not the pinned one
         build_site.npm_tarball("@jupyter-widgets/pkg@1.0.0", integrity(b"other"))
     assert not path.exists()
+
+
+FETCH = """import signal, sys
+from pathlib import Path
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a background start may have ignored it
+sys.path.insert(0, {docs!r})
+import build_site
+build_site.VENDOR_CACHE, build_site.NPM = Path({vendor!r}), {{"pkg@1.0.0": "sha512-x"}}
+build_site.main(["--fetch-only"])
+"""
+
+
+@pytest.mark.parametrize("sig, status", [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129)])
+def test_a_stopped_fetch_says_so_and_leaves_no_temporary(tmp_path, monkeypatch, sig, status):
+    """`make site-vendor` (build_site.py --fetch-only) stopped while npm is fetching: the temporary
+    folder goes, nothing reaches build/site-vendor/, and the message says what is kept."""
+    fake_npm(tmp_path / "bin", monkeypatch, "printf half > pkg-1.0.0.tgz\nexec sleep 60")
+    vendor = tmp_path / "site-vendor"
+    code = FETCH.format(docs=str(ROOT / "docs"), vendor=str(vendor))
+    proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not list(vendor.glob(".fetch-*/pkg-1.0.0.tgz")):  # npm is writing
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.05)
+    proc.send_signal(getattr(signal, sig))
+    try:
+        proc.wait(timeout=30)
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # the fake npm's sleep, where it outlived its session leader
+            os.killpg(proc.pid, signal.SIGKILL)
+    err = proc.stderr.read()
+    assert proc.returncode == status and "keeps only the packages fetched whole" in err, (proc.returncode, err)
+    assert "Traceback" not in err and list(vendor.iterdir()) == []
