@@ -32,7 +32,6 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from attnkit.core.journal import atomic_write
 from attnkit.course import skip_the_iri_grammar
 
 skip_the_iri_grammar()  # before nbformat and nbconvert: 0.9 s less here and in each forked notebook runner
@@ -185,19 +184,15 @@ def extract(tarball: Path, members: dict[str, Path]) -> None:
 def fetch_packages() -> None:
     """Every pinned package in build/site-vendor/ (`make site-vendor`): the site's widget renderer and
     the tests' axe-core, fetched before a test needs them rather than by the first test that does."""
-    for spec, integrity in NPM.items():
+    for spec, integrity in [*NPM.items(), AXE]:
         print(f"build/site-vendor: {npm_tarball(spec, integrity).name}")
-    print(f"build/site-vendor: {axe_script().name}")
 
 
-def axe_script() -> Path:
-    """axe-core's browser bundle, axe.min.js, taken out of its pinned tarball once into build/site-vendor/."""
-    tarball = npm_tarball(*AXE)
-    script = VENDOR_CACHE / f"{tarball.stem}.min.js"
-    if not script.exists():  # written whole or not at all, as npm_tarball's tarballs
-        with tarfile.open(tarball) as tar:
-            atomic_write(script, tar.extractfile("package/axe.min.js").read())
-    return script
+def axe_script() -> str:
+    """axe-core's browser bundle, axe.min.js, read out of its pinned tarball (hash-checked on each
+    read: no extracted copy for anyone to edit)."""
+    with tarfile.open(npm_tarball(*AXE)) as tar:
+        return tar.extractfile("package/axe.min.js").read().decode()
 
 
 def install_widget_renderer(root: Path) -> None:

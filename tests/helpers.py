@@ -39,7 +39,7 @@ def axe_source() -> str:
     assert spec and spec.loader
     build_site = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(build_site)
-    return build_site.axe_script().read_text()
+    return build_site.axe_script()
 
 
 def run_axe(page, context: str | None = None) -> list[dict]:
